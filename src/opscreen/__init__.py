@@ -1,0 +1,8 @@
+"""opscreen: screen an operator library's performance suite, one op per process.
+
+This module must stay importable with the standard library alone: the child
+plugins (``opscreen.child``) are imported inside the suite's own interpreter,
+which may have nothing of opscreen's dependencies.
+"""
+
+__version__ = "0.1.0"

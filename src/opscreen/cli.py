@@ -1,0 +1,70 @@
+"""The ``opscreen`` command line: one subcommand per module under ``commands/``.
+
+Each command module defines ``NAME``, ``HELP``, ``add_arguments(parser)`` and
+``run(args) -> int``. Errors the user can fix are one line on stderr, exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+from . import __version__
+from .errors import OpscreenError, UsageError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2
+        sys.stderr.write(f"opscreen: error: {message} (see '{self.prog} --help')\n")
+        sys.exit(2)
+
+
+def command_modules():
+    from . import commands
+
+    mods = []
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name):
+        if info.name.startswith("_"):
+            continue
+        mod = importlib.import_module(f"{commands.__name__}.{info.name}")
+        if hasattr(mod, "run") and hasattr(mod, "add_arguments"):
+            mods.append(mod)
+    return sorted(mods, key=lambda m: getattr(m, "ORDER", 100))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="opscreen", description="Screen an operator library's performance suite, one op per process.")
+    parser.add_argument("--version", action="version", version=f"opscreen {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for mod in command_modules():
+        p = sub.add_parser(mod.NAME, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP))
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except UsageError as exc:
+        sys.stderr.write(f"opscreen {args.command}: {exc}\n")
+        return exc.exit_code
+    except OpscreenError as exc:
+        sys.stderr.write(f"opscreen {args.command}: {exc}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write(f"opscreen {args.command}: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

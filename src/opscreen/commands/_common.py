@@ -1,0 +1,29 @@
+"""Arguments several commands share."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..backends import Selection, select
+
+
+def add_backend_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--backend", help="backend name or alias (default: $ZL_BACKEND, else auto-detected, else cpu)")
+    p.add_argument(
+        "--cap",
+        action="append",
+        default=[],
+        metavar="KEY=on|off",
+        help="override a capability flag of the backend (repeatable; also $OPSCREEN_CAPS)",
+    )
+
+
+def selection_from(args) -> Selection:
+    return select(getattr(args, "backend", None), caps=getattr(args, "cap", None))
+
+
+def print_json(obj) -> None:
+    json.dump(obj, sys.stdout, indent=2, sort_keys=False)
+    sys.stdout.write("\n")

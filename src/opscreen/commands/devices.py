@@ -1,0 +1,46 @@
+"""``opscreen devices``: the devices a backend sees, and which source saw them."""
+
+from __future__ import annotations
+
+import sys
+
+from ._common import add_backend_arguments, print_json, selection_from
+
+NAME = "devices"
+HELP = "list the devices of a backend (vendor CLI and torch probe, each with a timeout)"
+ORDER = 20
+
+
+def add_arguments(p) -> None:
+    add_backend_arguments(p)
+    p.add_argument("--python", help="the suite's interpreter for the torch probe (default: this one)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def run(args) -> int:
+    sel = selection_from(args)
+    b = sel.backend
+    en = b.enumerate(args.python)
+    if args.json:
+        print_json(
+            {
+                "backend": b.name,
+                "vendor": b.vendor,
+                "selected_by": sel.source,
+                "devices": [{"index": d.index, "name": d.name, "source": d.source} for d in en.devices],
+                "sources_tried": en.sources_tried,
+                "messages": en.messages,
+            }
+        )
+        return 0
+    print(f"backend {b.name} (vendor {b.vendor}, selected by {sel.source})")
+    for msg in en.messages:
+        print(f"  note: {msg}", file=sys.stderr)
+    if not en.devices:
+        print(f"  no {b.device_type} devices found (tried: {', '.join(en.sources_tried) or 'nothing'})")
+        return 0
+    for d in en.devices:
+        print(f"  [{d.index}] {d.name}  (source: {d.source})")
+    if b.capabilities.slots:
+        print("  on this backend --devices 0,1,... are parallel slots on the host")
+    return 0
