@@ -163,20 +163,25 @@ def run_streaming(
     reader.start()
     timed_out = interrupted = False
     deadline = start + timeout if timeout else None
-    while True:
-        try:
-            proc.wait(timeout=0.1)
-            break
-        except subprocess.TimeoutExpired:
-            pass
-        if stop is not None and stop.is_set():
-            interrupted = True
-            kill_group(proc, grace)
-            break
-        if deadline is not None and time.monotonic() >= deadline:
-            timed_out = True
-            kill_group(proc, grace)
-            break
+    try:
+        while True:
+            try:
+                proc.wait(timeout=0.1)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if stop is not None and stop.is_set():
+                interrupted = True
+                kill_group(proc, grace)
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                timed_out = True
+                kill_group(proc, grace)
+                break
+    except KeyboardInterrupt:
+        # Ctrl-C reaches only the harness (the child has its own session): stop the child.
+        interrupted = True
+        kill_group(proc, min(grace, 2.0))
     # The leader is gone; make sure no grandchild keeps running (or holds the pipe).
     if group_alive(proc.pid):
         try:

@@ -1,0 +1,122 @@
+"""Child plugin: device setup, before the suite imports its library.
+
+Loaded first (``-p opscreen.child.device``). In ``pytest_load_initial_conftests``
+(which runs before the suite's conftest imports flag_gems) it sets GEMS_VENDOR
+from the backend, imports the suite environment's torch (and the vendor's torch
+extension), checks that torch is the right build for the backend and that the
+device is visible, and ends the process with the device-fatal status and a clear
+message when it is not. Because GEMS_VENDOR is set, flag_gems never runs its
+own untimed probe of every vendor's CLI. What it learns (device name, runtime
+version) is kept in :data:`PROBE` for the identity plugin.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+import pytest
+
+from . import config as _config
+
+PROBE: dict = {}
+_DONE = False
+
+
+def _setup() -> None:
+    global _DONE
+    if _DONE:
+        return
+    _DONE = True
+    cfg = _config.load()
+    if not cfg:
+        return
+    vendor = cfg.get("vendor")
+    if vendor:
+        os.environ["GEMS_VENDOR"] = vendor
+    PROBE.update(probe(cfg))
+    if PROBE.get("error"):
+        _config.fatal_exit("device-unavailable", PROBE["error"])
+
+
+def probe(cfg: dict) -> dict:
+    """Import torch and check the configured device; never raises."""
+    dtype = cfg.get("device_type", "cpu")
+    ordinal = int(cfg.get("device_ordinal", 0) or 0)
+    out: dict = {"device_type": dtype, "device_ordinal": ordinal}
+    try:
+        import torch
+    except Exception as exc:  # the suite's Python has no torch
+        out["error"] = f"cannot import torch in {os.sys.executable}: {exc}"
+        return out
+    out["torch_version"] = torch.__version__
+    out["runtime"] = {"cuda": getattr(torch.version, "cuda", None), "hip": getattr(torch.version, "hip", None)}
+    for mod in cfg.get("torch_modules") or []:
+        try:
+            importlib.import_module(mod)
+        except Exception as exc:
+            out["error"] = f"backend {cfg.get('backend')} needs the torch extension '{mod}', which failed to import: {exc}"
+            return out
+    backend = cfg.get("backend")
+    if backend == "cuda" and out["runtime"]["hip"]:
+        out["error"] = f"backend cuda but torch {torch.__version__} is a ROCm build: use --backend rocm"
+        return out
+    if backend == "rocm" and not out["runtime"]["hip"]:
+        out["error"] = f"backend rocm but torch {torch.__version__} is not a ROCm build (torch.version.hip is None)"
+        return out
+    if dtype == "cpu":
+        import platform
+
+        out["device_name"] = platform.processor() or platform.machine()
+        out["device_count"] = os.cpu_count()
+        return out
+    mod = getattr(torch, dtype, None)
+    try:
+        available = bool(mod is not None and mod.is_available())
+        count = int(mod.device_count()) if available else 0
+    except Exception as exc:
+        out["error"] = f"torch.{dtype} failed to initialise: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+        return out
+    visible = {k: os.environ.get(k) for k in _visible_keys() if os.environ.get(k) is not None}
+    if count <= ordinal:
+        out["error"] = (
+            f"no visible {dtype} device {ordinal} (torch sees {count}; visible-devices env {visible or 'unset'}); "
+            f"check the device index and 'opscreen devices --backend {backend}'"
+        )
+        return out
+    out["device_count"] = count
+    try:
+        out["device_name"] = mod.get_device_name(ordinal)
+        if hasattr(mod, "set_device"):
+            mod.set_device(ordinal)
+        props = mod.get_device_properties(ordinal)
+        out["l2_cache_size"] = getattr(props, "L2_cache_size", None)
+        out["multi_processor_count"] = getattr(props, "multi_processor_count", None)
+        out["total_memory"] = getattr(props, "total_memory", None)
+        cap = getattr(props, "major", None), getattr(props, "minor", None)
+        out["compute_capability"] = f"{cap[0]}.{cap[1]}" if cap[0] is not None else None
+    except Exception as exc:
+        out["error"] = f"device {ordinal} of torch.{dtype} is not usable: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+    return out
+
+
+def _visible_keys():
+    return (
+        "CUDA_VISIBLE_DEVICES",
+        "HIP_VISIBLE_DEVICES",
+        "ROCR_VISIBLE_DEVICES",
+        "MUSA_VISIBLE_DEVICES",
+        "ASCEND_RT_VISIBLE_DEVICES",
+        "MLU_VISIBLE_DEVICES",
+        "MACA_VISIBLE_DEVICES",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config, parser, args):
+    _setup()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    _setup()

@@ -1,0 +1,173 @@
+"""Child plugin: ``run_identity.json``, exactly how this op was measured.
+
+Written at session start (so a child that dies mid-run still leaves it) and
+completed at session finish. Two runs whose calibers differ are told apart from
+these files alone: the ``caliber`` block holds what must match for a comparison
+(timer, autotune mode, shape mode, level, dtypes) and what may differ (backend,
+device model, suite commit).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+from datetime import datetime, timezone
+
+import pytest
+
+from . import config as _config
+
+SCHEMA = "opscreen.identity/1"
+_IDENT: dict = {}
+
+ENV_KEYS = (
+    "GEMS_VENDOR",
+    "USE_FLAGTUNE",
+    "USE_FLAGTUNE_COST_MODEL",
+    "FLAGGEMS_CACHE_DIR",
+    "CUDA_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "MUSA_VISIBLE_DEVICES",
+    "ASCEND_RT_VISIBLE_DEVICES",
+    "MLU_VISIBLE_DEVICES",
+    "TRITON_CACHE_DIR",
+)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _dist_version(name: str):
+    try:
+        from importlib.metadata import version
+
+        return version(name)
+    except Exception:
+        return None
+
+
+def _module_version(name: str):
+    mod = sys.modules.get(name)
+    v = getattr(mod, "__version__", None) if mod is not None else None
+    return str(v) if v is not None else _dist_version(name.replace("_", "-")) or _dist_version(name)
+
+
+def _cli_line(argv, timeout=5.0):
+    try:
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if res.returncode != 0:
+        return None
+    lines = [ln.strip() for ln in res.stdout.splitlines() if ln.strip()]
+    return lines[0] if lines else None
+
+
+def driver_version(cfg: dict):
+    backend = cfg.get("backend")
+    if backend == "cuda":
+        idx = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or "0"
+        return _cli_line(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader", "-i", idx])
+    if backend == "rocm":
+        line = _cli_line(["rocm-smi", "--showdriverversion"])
+        return line
+    return None
+
+
+def build(cfg: dict) -> dict:
+    from .device import PROBE
+
+    runtime = PROBE.get("runtime") or {}
+    runtime_version = runtime.get("hip") or runtime.get("cuda")
+    ident = {
+        "schema": SCHEMA,
+        "kind": "op",
+        "child_reported": True,
+        "caliber": {
+            "timer": cfg.get("timer"),
+            "use_flagtune": cfg.get("use_flagtune"),
+            "use_flagtune_cost_model": cfg.get("use_flagtune_cost_model"),
+            "shape_mode": cfg.get("shape_mode"),
+            "level": cfg.get("level"),
+            "dtypes": cfg.get("dtypes"),
+            "backend": cfg.get("backend"),
+            "vendor": cfg.get("vendor"),
+            "device_name": PROBE.get("device_name"),
+            "suite_commit": cfg.get("suite_commit"),
+            "timing": cfg.get("timing") or {},
+        },
+        "op": cfg.get("op"),
+        "node": cfg.get("node"),
+        "backend": cfg.get("backend"),
+        "vendor": cfg.get("vendor"),
+        "device_type": cfg.get("device_type"),
+        "device_index": cfg.get("device"),
+        "device_name": PROBE.get("device_name"),
+        "device_count": PROBE.get("device_count"),
+        "compute_capability": PROBE.get("compute_capability"),
+        "l2_cache_size": PROBE.get("l2_cache_size"),
+        "driver_version": driver_version(cfg),
+        "runtime_version": runtime_version,
+        "torch_version": PROBE.get("torch_version") or _module_version("torch"),
+        "triton_version": _dist_version("triton"),
+        "library": cfg.get("library"),
+        "library_version": None,
+        "suite": {
+            "root": cfg.get("suite_root"),
+            "name": cfg.get("suite_name"),
+            "commit": cfg.get("suite_commit"),
+            "dirty": cfg.get("suite_dirty"),
+        },
+        "timer_planned": cfg.get("timer"),
+        "dtypes": cfg.get("dtypes"),
+        "shape_mode": cfg.get("shape_mode"),
+        "shape_file": cfg.get("shape_file"),
+        "level": cfg.get("level"),
+        "use_flagtune": cfg.get("use_flagtune"),
+        "use_flagtune_cost_model": cfg.get("use_flagtune_cost_model"),
+        "host": socket.gethostname(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "opscreen_version": cfg.get("opscreen_version"),
+        "started_at": cfg.get("started_at"),
+        "finished_at": None,
+        "env": {k: os.environ.get(k) for k in ENV_KEYS if os.environ.get(k) is not None},
+        "argv": cfg.get("argv"),
+    }
+    return ident
+
+
+def write(ident: dict, path: str) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(ident, fh, indent=2, default=str)
+        fh.write("\n")
+    os.replace(tmp, path)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session):
+    cfg = _config.load()
+    if not cfg or not cfg.get("identity_path"):
+        return
+    _IDENT.clear()
+    _IDENT.update(build(cfg))
+    _IDENT["library_version"] = _module_version(cfg.get("library") or "flag_gems")
+    write(_IDENT, cfg["identity_path"])
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    cfg = _config.load()
+    if not cfg or not _IDENT:
+        return
+    _IDENT["finished_at"] = _now()
+    _IDENT["pytest_exitstatus"] = int(exitstatus)
+    _IDENT["library_version"] = _IDENT.get("library_version") or _module_version(cfg.get("library") or "flag_gems")
+    write(_IDENT, cfg["identity_path"])

@@ -1,0 +1,203 @@
+"""Child plugin: readable result tables and a record log in the output dir.
+
+* Replaces ``benchmark.consts.BenchmarkResult.__str__`` with a table in the
+  suite's own wording (``Operator: ...``, ``SUCCESS``/``FAILED``, the same
+  column names, so ``grep SUCCESS run.log`` still works) plus three tag columns
+  (``Timer``, ``Samples``, ``Noise(%)``) before ``Size Detail``, and folds inputs
+  that are identical in every row into one legend line above the columns.
+* Extends ``to_json`` so every record-log row carries ``timer``, ``samples``,
+  ``rsd`` (and ``*_base`` for the torch side).
+* Moves the suite's record log (``result_<args>.log`` in the suite root) to the
+  output directory as ``record.log``.
+Colours only when the harness says its own output is a terminal
+(``OPSCREEN_COLOR=1``): the child writes to a pipe, and run.log gets no ANSI codes.
+The format is specified in docs/contracts.md.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import sys
+
+import pytest
+
+from . import config as _config
+
+RECORD_LOGGER = "flag_gems_benchmark"
+_PATCHED: set = set()
+
+GREEN, RED, YELLOW, RESET = "\033[32m", "\033[31m", "\033[33m", "\033[0m"
+
+
+def _color() -> bool:
+    return os.environ.get("OPSCREEN_COLOR") == "1"
+
+
+def _paint(text: str, code: str) -> str:
+    return f"{code}{text}{RESET}" if _color() else text
+
+
+def _tag(value, attr):
+    return getattr(value, attr, None)
+
+
+def timer_cell(base, lib) -> str:
+    tb, tl = _tag(base, "timer"), _tag(lib, "timer")
+    if tb is None and tl is None:
+        return "-"
+    if tb == tl or tl is None or tb is None:
+        return str(tb or tl)
+    return f"{tb}|{tl}"
+
+
+def pair_cell(base, lib, attr, fmt) -> str:
+    def one(v):
+        x = _tag(v, attr)
+        return "-" if x is None else fmt(x)
+
+    return f"{one(base)}|{one(lib)}"
+
+
+def fold_inputs(details: list) -> tuple[list[tuple[int, str]], list]:
+    """Positions of list-shaped shape details that are identical in every row.
+
+    Returns ``(legend, rows)`` where legend is ``[(position, repr)]`` and rows are
+    the details with those positions removed. Folds only when there are at least
+    two rows, every detail is a list of the same length >= 2, and at least one
+    position still varies.
+    """
+    if len(details) < 2 or not all(isinstance(d, list) for d in details):
+        return [], details
+    n = len(details[0])
+    if n < 2 or any(len(d) != n for d in details):
+        return [], details
+    same = [i for i in range(n) if len({repr(d[i]) for d in details}) == 1]
+    if not same or len(same) == n:
+        return [], details
+    legend = [(i, repr(details[0][i])) for i in same]
+    rows = [[x for i, x in enumerate(d) if i not in same] for d in details]
+    return legend, rows
+
+
+def format_result(res) -> str:
+    rows = list(res.result)
+    first = rows[0] if rows else None
+    has_tflops = bool(first is not None and first.tflops and first.tflops != 0.0)
+    has_gbps = first is not None and first.gbps is not None
+    details = [m.shape_detail for m in rows]
+    legend, shown = fold_inputs(details)
+    cols = [f"{'Status':<10}", f"{'Torch Latency (ms)':>20}", f"{'Gems Latency (ms)':>20}", f"{'Gems Speedup':>20}"]
+    if has_tflops:
+        cols.append(f"{'TFLOPS':>20}")
+    if has_gbps:
+        cols += [f"{'Torch GBPS ':>20}", f"{'Gems GBPS ':>20}"]
+    cols += [f"{'Timer':>24}", f"{'Samples':>12}", f"{'Noise(%)':>14}", f"{'Size Detail':>20}"]
+    header_cols = " ".join(cols)
+    out = [f"\nOperator: {res.op_name}  Performance Test (dtype={res.dtype}, mode={res.mode},level={res.level})"]
+    if legend:
+        out.append("Same in every row: " + ", ".join(f"[{i}]={r}" for i, r in legend))
+    out.append(header_cols)
+    out.append("-" * len(header_cols))
+
+    def num(v, fmt):
+        return format(v, fmt) if v is not None else "N/A"
+
+    for m, detail in zip(rows, shown):
+        status = "SUCCESS" if m.error_msg is None else "FAILED"
+        line = _paint(f"{status:<10}", GREEN if status == "SUCCESS" else RED)
+        line += f"{num(m.latency_base, '.6f'):>20}{num(m.latency, '.6f'):>20}{num(m.speedup, '.3f'):>20}"
+        if has_tflops:
+            line += f"{num(m.tflops, '.3f') if m.tflops else 'N/A':>20}"
+        if has_gbps:
+            line += f"{num(m.gbps_base, '.3f'):>20}{num(m.gbps, '.3f'):>20}"
+        tcell = timer_cell(m.latency_base, m.latency)
+        tpad = f"{tcell:>24}"
+        line += _paint(tpad, YELLOW) if "fallback" in tcell else tpad
+        line += f"{pair_cell(m.latency_base, m.latency, 'samples', lambda x: str(int(x))):>12}"
+        line += f"{pair_cell(m.latency_base, m.latency, 'rsd', lambda x: f'{100.0 * x:.2f}'):>14}"
+        line += " " * 10 + f"{detail if detail is not None else 'N/A'}"
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def row_tags(m) -> dict:
+    b, lib = m.latency_base, m.latency
+    return {
+        "timer_base": _tag(b, "timer"),
+        "timer": _tag(lib, "timer"),
+        "samples_base": _tag(b, "samples"),
+        "samples": _tag(lib, "samples"),
+        "rsd_base": _tag(b, "rsd"),
+        "rsd": _tag(lib, "rsd"),
+    }
+
+
+def patch_consts(mod) -> bool:
+    cls = getattr(mod, "BenchmarkResult", None)
+    if cls is None or id(cls) in _PATCHED:
+        return False
+    orig_to_json = cls.to_json
+
+    def to_json(self) -> str:
+        data = json.loads(orig_to_json(self))
+        for row, m in zip(data.get("result") or [], self.result):
+            if isinstance(row, dict):
+                row.update(row_tags(m))
+        return json.dumps(data, default=str)
+
+    cls.__str__ = format_result
+    cls.to_json = to_json
+    _PATCHED.add(id(cls))
+    return True
+
+
+def _patch_loaded() -> None:
+    for name, mod in list(sys.modules.items()):
+        if mod is not None and (name == "benchmark.consts" or name.endswith(".benchmark.consts")):
+            patch_consts(mod)
+
+
+def relocate_record_log(dest: str) -> None:
+    """Point the suite's record logger at ``dest``, keeping what it wrote so far."""
+    logger = logging.getLogger(RECORD_LOGGER)
+    for h in list(logger.handlers):
+        if not isinstance(h, logging.FileHandler):
+            continue
+        src = getattr(h, "baseFilename", None)
+        if src and os.path.abspath(src) == os.path.abspath(dest):
+            continue
+        fmt, level = h.formatter, h.level
+        h.flush()
+        logger.removeHandler(h)
+        h.close()
+        if src and os.path.exists(src):
+            shutil.copyfile(src, dest)
+            os.unlink(src)
+        nh = logging.FileHandler(dest, mode="a", encoding="utf-8")
+        nh.setLevel(level)
+        if fmt is not None:
+            nh.setFormatter(fmt)
+        logger.addHandler(nh)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config):
+    cfg = _config.load()
+    _patch_loaded()
+    if cfg.get("record_log_path"):
+        relocate_record_log(cfg["record_log_path"])
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session):
+    cfg = _config.load()
+    _patch_loaded()
+    if cfg.get("record_log_path"):
+        relocate_record_log(cfg["record_log_path"])
+
+
+def pytest_collection_finish(session):
+    _patch_loaded()

@@ -1,0 +1,422 @@
+"""Run one op of a suite in its own process: the unit every screen is made of.
+
+Lifecycle of :func:`run_op`: clear the files it owns in ``out_dir``; write
+``child_config.json``; start ``python -m pytest <node> --level ... --record log
+-s -p <plan>`` in the suite root, in a new process group with stdin closed and
+an environment built from the backend (visible devices, vendor) and the tuning
+knobs; stream its output into ``run.log`` (ANSI codes stripped) and to ``echo``;
+on timeout or stop, kill the whole group (SIGTERM, grace, SIGKILL); then
+complete ``run_identity.json`` and write ``result.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from . import __version__
+from .backends import Backend, all_visible_keys
+from .child.config import EXIT_DEVICE_FATAL, FATAL_PREFIX
+from .errors import UsageError
+from .plan import planned_timer, plugin_plan, pytest_args
+from .procs import run_streaming
+from .providers.flaggems import NodeSpec, Suite
+
+OWNED_FILES = ("run.log", "record.log", "result.json", "run_identity.json", "child_config.json", "shapes.merged.yaml")
+SHAPE_MODES = ("upstream", "curated")
+# Keys the harness sets for a child; never inherited from the caller's environment.
+VENDOR_KEYS = ("GEMS_VENDOR", "FLAGGEMS_VENDOR", "GEMS_BACKEND")
+TUNING_KEYS = ("USE_FLAGTUNE", "USE_FLAGTUNE_COST_MODEL")
+
+EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_TIMEOUT, EXIT_FATAL, EXIT_CRASHED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 5, 130
+
+_ANSI_RX = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+
+
+def strip_ansi(text: str) -> str:
+    return _ANSI_RX.sub("", text)
+
+
+def utcnow() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class OpRequest:
+    op: str
+    target: NodeSpec
+    suite: Suite
+    backend: Backend
+    device: int = 0
+    timer: str = "auto"
+    dtypes: list[str] | None = None
+    shape_mode: str = "upstream"
+    level: str = "core"
+    use_flagtune: str = "0"
+    use_flagtune_cost_model: str = "0"
+    timeout: float | None = 1800.0
+    grace: float = 10.0
+    extra_args: list[str] = field(default_factory=list)
+    color: bool = False
+
+    def settings(self) -> dict:
+        """What a replay needs to run this op again the same way."""
+        return {
+            "op": self.op,
+            "target": self.target.as_dict(),
+            "suite_root": str(self.suite.root),
+            "python": self.suite.python,
+            "backend": self.backend.name,
+            "vendor": self.backend.vendor,
+            "capabilities": self.backend.capabilities.as_dict(),
+            "device": self.device,
+            "timer_requested": self.timer,
+            "dtypes": self.dtypes,
+            "shape_mode": self.shape_mode,
+            "level": self.level,
+            "use_flagtune": self.use_flagtune,
+            "use_flagtune_cost_model": self.use_flagtune_cost_model,
+            "timeout": self.timeout,
+            "grace": self.grace,
+            "extra_args": list(self.extra_args),
+        }
+
+
+@dataclass
+class OpOutcome:
+    status: str
+    exit_code: int
+    child_returncode: int | None
+    duration_s: float
+    error: str | None
+    out_dir: Path
+    timer: str = ""
+
+    def as_dict(self) -> dict:
+        return {
+            "status": self.status,
+            "exit_code": self.exit_code,
+            "child_returncode": self.child_returncode,
+            "duration_s": round(self.duration_s, 3),
+            "error": self.error,
+            "timer": self.timer,
+        }
+
+
+def validate_flag01(value: str, name: str) -> str:
+    v = str(value).strip()
+    if v not in ("0", "1"):
+        raise UsageError(f"{name} must be 0 or 1, not {value!r}")
+    return v
+
+
+def shape_file_for(req: OpRequest, out_dir: Path) -> Path | None:
+    """None for upstream shapes; else a shape file merged with the suite's class keys."""
+    mode = req.shape_mode
+    if mode == "upstream":
+        return None
+    from .assets.shapes import curated_shape_source, write_merged_shape_file
+
+    src = curated_shape_source() if mode == "curated" else Path(mode).expanduser().resolve()
+    if not src.is_file():
+        raise UsageError(f"shape file {src} not found (SHAPE_MODE is upstream, curated, or a path)")
+    return write_merged_shape_file(req.suite.root, src, out_dir / "shapes.merged.yaml")
+
+
+def child_env(req: OpRequest, config_path: Path, shim: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    for key, value in req.backend.visible_devices_env([req.device], all_visible_keys()).items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    for key in VENDOR_KEYS:
+        env.pop(key, None)
+    env["GEMS_VENDOR"] = req.backend.vendor
+    env["USE_FLAGTUNE"] = req.use_flagtune
+    env["USE_FLAGTUNE_COST_MODEL"] = req.use_flagtune_cost_model
+    env["OPSCREEN_CHILD_CONFIG"] = str(config_path)
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    if req.color:
+        env["OPSCREEN_COLOR"] = "1"
+    else:
+        env.pop("OPSCREEN_COLOR", None)
+    env["PYTHONPATH"] = os.pathsep.join([str(shim)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    return env
+
+
+def python_shim(out_dir: Path) -> Path:
+    """A folder holding only a link to the ``opscreen`` package, for the child's
+    PYTHONPATH: the child can import ``opscreen.child`` without seeing the rest of
+    the harness's site-packages (another torch, say)."""
+    shim = out_dir / ".pyshim"
+    link = shim / "opscreen"
+    pkg = Path(__file__).resolve().parent
+    shim.mkdir(parents=True, exist_ok=True)
+    if not (link.is_symlink() and Path(os.readlink(link)) == pkg):
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(pkg, target_is_directory=True)
+    return shim
+
+
+def build_argv(req: OpRequest, shape_file: Path | None, timer: str) -> list[str]:
+    argv = [req.suite.python, "-m", "pytest", *req.target.argv, "--level", req.level, "--record", "log", "-s"]
+    for d in req.dtypes or []:
+        argv += ["--dtypes", d]
+    if shape_file is not None:
+        argv += ["--shape_file", str(shape_file)]
+    argv += ["-p", "no:cacheprovider"]
+    argv += pytest_args(plugin_plan(req.backend, timer))
+    argv += list(req.extra_args)
+    return argv
+
+
+def write_json_atomic(path: Path, obj) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(obj, fh, indent=2, sort_keys=False, default=str)
+        fh.write("\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+_ERR_PATTERNS = [
+    re.compile(r"^" + re.escape(FATAL_PREFIX) + r".*"),
+    re.compile(r"^E\s+((?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt|Failed|Exit)\b.*)"),
+    re.compile(r"^FAILED \S+ - (.+)"),
+    re.compile(r"^ERROR (\S+.*)"),
+    re.compile(r"^(Fatal Python error: .+)"),
+]
+
+
+def last_error_line(lines) -> str | None:
+    best = None
+    for line in lines:
+        s = line.rstrip()
+        for rx in _ERR_PATTERNS:
+            m = rx.match(s)
+            if m:
+                best = (m.group(1) if m.groups() else m.group(0)).strip()
+                if s.startswith(FATAL_PREFIX):
+                    return s[:500]
+                break
+    return best[:500] if best else None
+
+
+def classify(rc: int | None, timed_out: bool, interrupted: bool, tail) -> tuple[str, int, str | None]:
+    err = last_error_line(tail)
+    if interrupted:
+        return "interrupted", EXIT_INTERRUPTED, "interrupted"
+    if timed_out:
+        return "timeout", EXIT_TIMEOUT, err
+    if rc == 0:
+        return "passed", EXIT_PASSED, None
+    if rc == EXIT_DEVICE_FATAL:
+        return "device_fatal", EXIT_FATAL, err or "device-fatal error"
+    if rc is not None and rc < 0:
+        try:
+            name = signal.Signals(-rc).name
+        except ValueError:
+            name = f"signal {-rc}"
+        return "crashed", EXIT_CRASHED, f"child killed by {name}" + (f" after: {err}" if err else "")
+    if rc == 5:
+        return "failed", EXIT_FAILED, err or "no test selected (pytest exit 5)"
+    if rc in (1, 2, 3, 4):
+        return "failed", EXIT_FAILED, err or f"pytest exited with status {rc}"
+    return "crashed", EXIT_CRASHED, err or f"child exited with status {rc}"
+
+
+def clear_owned(out_dir: Path) -> None:
+    for name in OWNED_FILES + (".complete",):
+        p = out_dir / name
+        if p.is_file() or p.is_symlink():
+            p.unlink()
+
+
+def run_op(
+    req: OpRequest,
+    out_dir: Path,
+    *,
+    stop: threading.Event | None = None,
+    echo: Callable[[str], None] | None = None,
+) -> OpOutcome:
+    out_dir = Path(out_dir).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    clear_owned(out_dir)
+    timer = planned_timer(req.backend, req.timer)
+    shape_file = shape_file_for(req, out_dir)
+    config_path = out_dir / "child_config.json"
+    shim = python_shim(out_dir)
+    argv = build_argv(req, shape_file, timer)
+    caps = req.backend.capabilities
+    config = {
+        "schema": 1,
+        "op": req.op,
+        "marker": req.target.marker_expr,
+        "node": req.target.describe(),
+        "target": req.target.as_dict(),
+        "suite_root": str(req.suite.root),
+        "suite_name": req.suite.name,
+        "suite_commit": req.suite.git["commit"],
+        "suite_dirty": req.suite.git["dirty"],
+        "library": req.suite.library,
+        "backend": req.backend.name,
+        "vendor": req.backend.vendor,
+        "device_type": req.backend.device_type,
+        "device": req.device,
+        "device_ordinal": req.device if caps.slots else 0,
+        "torch_modules": list(req.backend.torch_modules),
+        "capabilities": caps.as_dict(),
+        "timer": timer,
+        "timer_requested": req.timer,
+        "timing": timing_overrides(),
+        "level": req.level,
+        "dtypes": req.dtypes,
+        "shape_mode": req.shape_mode,
+        "shape_file": str(shape_file) if shape_file else None,
+        "use_flagtune": req.use_flagtune,
+        "use_flagtune_cost_model": req.use_flagtune_cost_model,
+        "out_dir": str(out_dir),
+        "identity_path": str(out_dir / "run_identity.json"),
+        "record_log_path": str(out_dir / "record.log"),
+        "opscreen_version": __version__,
+        "host": socket.gethostname(),
+        "started_at": utcnow(),
+        "argv": argv,
+        "settings": req.settings(),
+    }
+    write_json_atomic(config_path, config)
+    env = child_env(req, config_path, shim)
+
+    tail: deque[str] = deque(maxlen=400)
+    log_lock = threading.Lock()
+    with open(out_dir / "run.log", "w", encoding="utf-8") as log:
+
+        def emit(line: str, raw: str | None = None) -> None:
+            clean = strip_ansi(line)
+            with log_lock:
+                log.write(clean)
+                log.flush()
+            tail.append(clean)
+            if echo is not None:
+                echo(raw if raw is not None else clean)
+
+        for line in banner_start(req, timer, out_dir, argv):
+            emit(line + "\n")
+        res = run_streaming(
+            argv,
+            on_line=lambda raw: emit(raw, raw),
+            timeout=req.timeout,
+            grace=req.grace,
+            env=env,
+            cwd=req.suite.root,
+            stop=stop,
+        )
+        status, code, err = classify(res.returncode, res.timed_out, res.interrupted, list(tail))
+        if res.timed_out:
+            err = f"timed out after {req.timeout:g} s" + (f"; last error: {err}" if err else "")
+        outcome = OpOutcome(status, code, res.returncode, res.duration_s, err, out_dir, timer)
+        for line in banner_end(outcome):
+            emit(line + "\n")
+    finish_identity(config, outcome)
+    write_json_atomic(
+        out_dir / "result.json",
+        {"schema": 1, "op": req.op, "node": req.target.describe(), "device": req.device, "backend": req.backend.name, **outcome.as_dict()},
+    )
+    return outcome
+
+
+def timing_overrides() -> dict:
+    """Timing knobs from the environment (the timing plugin has the defaults)."""
+    keys = {
+        "OPSCREEN_TARGET_RSD": ("target_rsd", float),
+        "OPSCREEN_MIN_SAMPLES": ("min_samples", int),
+        "OPSCREEN_MAX_SAMPLES": ("max_samples", int),
+        "OPSCREEN_MAX_TIME": ("max_time_s", float),
+        "OPSCREEN_WARMUP_CALLS": ("warmup_calls", int),
+        "OPSCREEN_L2_FLUSH": ("l2_flush", lambda v: v.strip().lower() in ("1", "on", "true", "yes")),
+    }
+    out = {}
+    for env_key, (name, conv) in keys.items():
+        if os.environ.get(env_key):
+            try:
+                out[name] = conv(os.environ[env_key])
+            except ValueError:
+                raise UsageError(f"{env_key}={os.environ[env_key]!r} is not a valid {conv.__name__ if hasattr(conv, '__name__') else 'value'}") from None
+    return out
+
+
+def banner_start(req: OpRequest, timer: str, out_dir: Path, argv: list[str]) -> list[str]:
+    timeout = f"{req.timeout:g} s" if req.timeout else "none"
+    dtypes = ",".join(req.dtypes) if req.dtypes else "suite default"
+    return [
+        f"[opscreen] op {req.op} | node {req.target.describe()} | suite {req.suite.root}",
+        f"[opscreen] backend {req.backend.name} (vendor {req.backend.vendor}) device {req.device} | timer {timer}"
+        f" | dtypes {dtypes} | shapes {req.shape_mode} | level {req.level}"
+        f" | USE_FLAGTUNE={req.use_flagtune} | timeout {timeout}",
+        f"[opscreen] out {out_dir} | started {utcnow()}",
+        "[opscreen] argv " + " ".join(argv),
+    ]
+
+
+def banner_end(o: OpOutcome) -> list[str]:
+    tail = f" | {o.error}" if o.error and o.status != "passed" else ""
+    return [f"[opscreen] result {o.status} (exit {o.exit_code}, child {o.child_returncode}) in {o.duration_s:.1f} s{tail}"]
+
+
+def finish_identity(config: dict, outcome: OpOutcome) -> None:
+    path = Path(config["identity_path"])
+    ident = None
+    if path.is_file():
+        try:
+            ident = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError:
+            ident = None
+    if not isinstance(ident, dict):
+        ident = identity_from_config(config)
+    ident["finished_at"] = utcnow()
+    ident["outcome"] = outcome.status
+    ident["duration_s"] = round(outcome.duration_s, 3)
+    write_json_atomic(path, ident)
+
+
+def identity_from_config(config: dict) -> dict:
+    """The identity the harness can vouch for when the child never wrote one."""
+    return {
+        "schema": "opscreen.identity/1",
+        "kind": "op",
+        "child_reported": False,
+        "caliber": {
+            "timer": config["timer"],
+            "use_flagtune": config["use_flagtune"],
+            "use_flagtune_cost_model": config["use_flagtune_cost_model"],
+            "shape_mode": config["shape_mode"],
+            "level": config["level"],
+            "dtypes": config["dtypes"],
+            "backend": config["backend"],
+            "vendor": config["vendor"],
+            "device_name": None,
+            "suite_commit": config.get("suite_commit"),
+            "timing": config["timing"],
+        },
+        "op": config["op"],
+        "node": config["node"],
+        "device_index": config["device"],
+        "suite": {"root": config["suite_root"], "name": config["suite_name"], "commit": config.get("suite_commit"), "dirty": config.get("suite_dirty")},
+        "host": config["host"],
+        "opscreen_version": config["opscreen_version"],
+        "started_at": config["started_at"],
+    }
