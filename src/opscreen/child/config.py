@@ -1,0 +1,219 @@
+"""The child's configuration and the device-fatal exit, shared by every child plugin.
+
+The harness writes ``<out>/child_config.json`` and names it in the environment
+variable ``OPSCREEN_CHILD_CONFIG`` (schema in docs/contracts.md). :func:`load`
+returns it as a dict, or an empty dict when the variable is unset, so a plugin
+loaded outside opscreen does nothing harmful.
+
+The exit constants are imported by the harness as well, so both sides agree on
+the numbers. Standard library only: this module runs inside the suite's own
+interpreter. Keep it small and stable; other plugins import it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any, NoReturn
+
+ENV_CONFIG = "OPSCREEN_CHILD_CONFIG"
+SCHEMA = 1
+
+EXIT_DEVICE_FATAL = 86
+FATAL_PREFIX = "OPSCREEN-FATAL:"
+
+TIMERS = ("graph", "direct", "wallclock")
+
+# Defaults of the ``timing`` dict (docs/contracts.md); the harness normally fills it.
+# Keys after ``l2_flush`` are optional refinements documented in docs/timing.md.
+TIMING_DEFAULTS: dict[str, Any] = {
+    "target_rsd": 0.005,
+    "min_samples": 10,
+    "max_samples": 1000,
+    "max_time_s": 2.0,
+    "warmup_calls": 3,
+    "warmup_ms": 25.0,
+    "l2_flush": False,
+    "sample_ms": 1.0,
+    "max_calls_per_sample": 256,
+    "max_warmup_s": 30.0,
+    "capture_error_mode": "thread_local",
+    "patch_modules": ["benchmark.base"],
+}
+
+# Environment overrides of the timing dict: OPSCREEN_<NAME> -> key (type from the default).
+TIMING_ENV = {
+    "OPSCREEN_TARGET_RSD": "target_rsd",
+    "OPSCREEN_MIN_SAMPLES": "min_samples",
+    "OPSCREEN_MAX_SAMPLES": "max_samples",
+    "OPSCREEN_MAX_TIME": "max_time_s",
+    "OPSCREEN_WARMUP_CALLS": "warmup_calls",
+    "OPSCREEN_WARMUP_MS": "warmup_ms",
+    "OPSCREEN_L2_FLUSH": "l2_flush",
+    "OPSCREEN_SAMPLE_MS": "sample_ms",
+    "OPSCREEN_MAX_CALLS_PER_SAMPLE": "max_calls_per_sample",
+    "OPSCREEN_MAX_WARMUP_S": "max_warmup_s",
+    "OPSCREEN_CAPTURE_ERROR_MODE": "capture_error_mode",
+}
+ENV_TIMER = "OPSCREEN_TIMER"
+
+
+class ConfigError(RuntimeError):
+    """The file named by OPSCREEN_CHILD_CONFIG is missing or not a JSON object."""
+
+
+_cache: dict[str, tuple[float, dict]] = {}
+
+
+def load(path: str | None = None) -> dict:
+    """The child configuration as a dict (a fresh copy on every call).
+
+    ``path`` defaults to ``$OPSCREEN_CHILD_CONFIG``; unset or empty gives ``{}``.
+    A named file that cannot be read or is not a JSON object raises
+    :class:`ConfigError`: a run the harness configured must not silently run
+    with different settings.
+    """
+    path = path if path is not None else os.environ.get(ENV_CONFIG, "")
+    if not path:
+        return {}
+    try:
+        mtime = os.stat(path).st_mtime
+        hit = _cache.get(path)
+        if hit is None or hit[0] != mtime:
+            with open(path, encoding="utf-8") as fh:
+                data = json.load(fh)
+            if not isinstance(data, dict):
+                raise ConfigError(f"{ENV_CONFIG}={path}: expected a JSON object, got {type(data).__name__}")
+            _cache[path] = (mtime, data)
+            hit = _cache[path]
+    except ConfigError:
+        raise
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{ENV_CONFIG}={path}: cannot read the child config: {exc}") from exc
+    return json.loads(json.dumps(hit[1]))
+
+
+def _coerce(default: Any, raw: Any) -> Any:
+    if isinstance(default, bool):
+        if isinstance(raw, str):
+            return raw.strip().lower() in ("1", "true", "yes", "on")
+        return bool(raw)
+    if isinstance(default, int):
+        return int(float(raw))
+    if isinstance(default, float):
+        return float(raw)
+    if isinstance(default, list):
+        if isinstance(raw, str):
+            return [p for p in (s.strip() for s in raw.split(",")) if p]
+        return list(raw)
+    return raw
+
+
+def timing_settings(cfg: dict | None = None, environ: dict | None = None) -> dict:
+    """The effective timing knobs: defaults, then ``cfg["timing"]``, then env overrides.
+
+    Values of the wrong type in the config or environment are ignored with a
+    warning on stderr rather than aborting the run.
+    """
+    cfg = load() if cfg is None else cfg
+    environ = os.environ if environ is None else environ
+    out = dict(TIMING_DEFAULTS)
+    layers = [("config", (cfg.get("timing") or {}))]
+    layers.append(("env", {key: environ[name] for name, key in TIMING_ENV.items() if environ.get(name, "") != ""}))
+    for where, layer in layers:
+        for key, raw in layer.items():
+            if key not in TIMING_DEFAULTS:
+                out[key] = raw  # unknown keys pass through for forward compatibility
+                continue
+            if raw is None:
+                continue
+            try:
+                out[key] = _coerce(TIMING_DEFAULTS[key], raw)
+            except (TypeError, ValueError):
+                print(f"opscreen: ignoring timing {key}={raw!r} from {where}: not a {type(TIMING_DEFAULTS[key]).__name__}",
+                      file=sys.stderr)
+    return out
+
+
+def planned_timer(cfg: dict | None = None, environ: dict | None = None) -> str | None:
+    """``$OPSCREEN_TIMER`` if set, else the config's ``timer``; None when neither names one."""
+    cfg = load() if cfg is None else cfg
+    environ = os.environ if environ is None else environ
+    timer = (environ.get(ENV_TIMER) or cfg.get("timer") or "").strip().lower()
+    if not timer:
+        return None
+    if timer not in TIMERS:
+        raise ConfigError(f"unknown timer {timer!r}; the child knows {', '.join(TIMERS)}")
+    return timer
+
+
+# -- device-fatal exit ---------------------------------------------------------
+
+_pytest_config = None
+
+
+def attach_pytest_config(pytest_config) -> None:
+    """Remember the running pytest config so :func:`fatal_exit` can lift output capture.
+
+    Called from the plugins' ``pytest_configure``. Without it, a fatal line
+    printed inside a test would land in pytest's capture buffer and be lost by
+    ``os._exit``.
+    """
+    global _pytest_config
+    _pytest_config = pytest_config
+
+
+def one_line(message: object, limit: int = 600) -> str:
+    text = " ".join(str(message).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def fatal_line(kind: str, message: object) -> str:
+    kind = "-".join(str(kind).split()) or "device-fatal"
+    return f"{FATAL_PREFIX} {kind}: {one_line(message)}"
+
+
+def _release_capture() -> None:
+    """Stop pytest's output capture and write out what it held (best effort)."""
+    cfg = _pytest_config
+    if cfg is None:
+        return
+    try:
+        capman = cfg.pluginmanager.getplugin("capturemanager")
+        if capman is None:
+            return
+        try:
+            out, err = capman.read_global_capture()
+        except Exception:
+            out, err = "", ""
+        capman.suspend_global_capture(in_=True)
+        if out:
+            sys.stdout.write(out)
+        if err:
+            sys.stderr.write(err)
+    except Exception:
+        pass
+
+
+def fatal_exit(kind: str, message: object, code: int = EXIT_DEVICE_FATAL) -> NoReturn:
+    """End the process at once after printing one ``OPSCREEN-FATAL: <kind>: <message>`` line.
+
+    For device-fatal errors (illegal memory access, device-side assert, ...)
+    that leave the device context unusable: the batch runner sees exit status
+    86 and restarts the op in a fresh process. Output that pytest captured so
+    far is written out first so run.log keeps the context. ``os._exit`` skips
+    atexit handlers and finalizers, which would touch the broken context.
+    """
+    line = fatal_line(kind, message)
+    _release_capture()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    try:
+        os.write(1, (line + "\n").encode("utf-8", "replace"))
+    except OSError:
+        pass
+    os._exit(code)

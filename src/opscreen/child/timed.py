@@ -1,0 +1,90 @@
+"""TimedFloat, the value the timing plugin returns, and the graph-provider registry.
+
+A :class:`TimedFloat` is a ``float`` (a latency in ms; the median of the
+samples unless the caller asked for another statistic) that also says how it
+was measured:
+
+``timer``
+    ``graph``, ``graph-fallback:warmup``, ``graph-fallback:capture``,
+    ``graph-fallback:replay``, ``direct`` or ``wallclock``.
+``samples``
+    how many samples the value summarises (None when the timer did not say).
+``rsd``
+    relative standard deviation of the samples, a fraction (None when unknown).
+
+Arithmetic on it gives plain floats, ``json.dumps`` writes the number,
+``copy.deepcopy``/``dataclasses.asdict``/``pickle`` keep the tags.
+
+The registry lets ``opscreen.child.graph`` announce itself when pytest loads it
+(``-p opscreen.child.graph``) without the timing plugin ever importing it: a run
+without graph capture never imports the graph machinery.
+
+Standard library only; other plugins import this module. Keep it small and stable.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+TIMER_GRAPH = "graph"
+TIMER_DIRECT = "direct"
+TIMER_WALLCLOCK = "wallclock"
+FALLBACK_PREFIX = "graph-fallback:"
+FALLBACK_PHASES = ("warmup", "capture", "replay")
+TIMER_NAMES = (TIMER_GRAPH, *(FALLBACK_PREFIX + p for p in FALLBACK_PHASES), TIMER_DIRECT, TIMER_WALLCLOCK)
+
+
+class TimedFloat(float):
+    """A latency in ms carrying ``timer``, ``samples`` and ``rsd``. Immutable like float."""
+
+    def __new__(cls, value: Any, timer: Optional[str] = None, samples: Optional[int] = None,
+                rsd: Optional[float] = None):
+        self = super().__new__(cls, value)
+        self.timer = timer
+        self.samples = None if samples is None else int(samples)
+        self.rsd = None if rsd is None else float(rsd)
+        return self
+
+    def __reduce__(self):
+        return (type(self), (float(self), self.timer, self.samples, self.rsd))
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __copy__(self):
+        return self
+
+    def with_timer(self, timer: str) -> "TimedFloat":
+        return TimedFloat(float(self), timer, self.samples, self.rsd)
+
+    def tags(self) -> dict:
+        return {"timer": self.timer, "samples": self.samples, "rsd": self.rsd}
+
+    def to_dict(self) -> dict:
+        return {"value": float(self), **self.tags()}
+
+
+def tags_of(value: Any) -> dict:
+    """``{"timer", "samples", "rsd"}`` of any value (all None for a plain number or None)."""
+    return {
+        "timer": getattr(value, "timer", None),
+        "samples": getattr(value, "samples", None),
+        "rsd": getattr(value, "rsd", None),
+    }
+
+
+# -- graph provider registry ----------------------------------------------------
+
+_graph_provider: Any = None
+
+
+def register_graph_provider(provider: Any) -> None:
+    """Called by ``opscreen.child.graph`` at import. ``provider.measure(call, settings,
+    direct)`` returns a TimedFloat (see graph.py)."""
+    global _graph_provider
+    _graph_provider = provider
+
+
+def graph_provider() -> Any:
+    """The registered graph provider, or None when the graph plugin is not loaded."""
+    return _graph_provider
