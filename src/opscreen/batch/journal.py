@@ -1,0 +1,293 @@
+"""The run directory as a journal: what is done survives any kill.
+
+Layout (see docs/contracts.md)::
+
+    RUN_DIR/.lock                 flock held by the live runner (one runner per run dir)
+    RUN_DIR/run_identity.json     kind "run": caliber + batch settings
+    RUN_DIR/ops_status.csv        one row per finished (or dismissed) op, rewritten atomically
+    RUN_DIR/ops/<op>/...          per-op outputs (run_op's files, attempts/, dtypes/)
+    RUN_DIR/ops/<op>/.complete    written atomically, last: the op is done
+
+The op directories are the source of truth: an op is done exactly when its
+``.complete`` marker exists, and its row is rebuilt from its ``result.json``.
+``ops_status.csv`` is a view, rewritten (temp file, fsync, ``os.replace``) after
+every op. Resuming scans the markers, deletes every op directory without one
+(partial output of an interrupted op), and runs only the ops left.
+
+Lifecycle::
+
+    j = Journal(run_dir); j.lock()            # UsageError when another runner holds it
+    done = j.scan()                           # op -> OpRecord of complete ops
+    j.clear_incomplete()                      # partial op dirs removed
+    ... per op: j.op_dir(op) ... j.complete(record, result)   # result.json then .complete
+    j.write_status(rows)
+    j.unlock()
+"""
+
+from __future__ import annotations
+
+import csv
+import errno
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, fields
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterable
+
+from ..errors import UsageError
+
+COMPLETE = ".complete"
+LOCK = ".lock"
+STATUS_CSV = "ops_status.csv"
+IDENTITY = "run_identity.json"
+RESULT = "result.json"
+STATUS_COLUMNS = ("op", "status", "attempts", "dtype_level", "duration_s", "backend", "device", "timer", "error", "path")
+
+_SAFE = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def op_dirname(op: str) -> str:
+    """The op's directory name: the op itself when it is a safe file name,
+    else a sanitised form with a short stable hash (never ``.``/``..``)."""
+    if _SAFE.fullmatch(op) and op not in (".", ".."):
+        return op
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", op).strip(".") or "op"
+    digest = hashlib.blake2b(op.encode("utf-8"), digest_size=4).hexdigest()
+    return f"{safe[:80]}-{digest}"
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write_text(path: os.PathLike | str, text: str, *, fsync: bool = True) -> None:
+    """Write ``text`` to ``path`` so that a reader (or a crash) sees the old file
+    or the new one, never a mix: temp file in the same dir, fsync, os.replace."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+            fh.flush()
+            if fsync:
+                os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    if fsync:
+        fsync_dir(path.parent)
+
+
+def atomic_write_json(path: os.PathLike | str, obj, *, fsync: bool = True) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n", fsync=fsync)
+
+
+def read_json(path: os.PathLike | str) -> dict | None:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            obj = json.load(fh)
+        return obj if isinstance(obj, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+@dataclass
+class OpRecord:
+    """One row of ops_status.csv."""
+
+    op: str
+    status: str
+    attempts: int = 0
+    dtype_level: int | None = None
+    duration_s: float | None = None
+    backend: str = ""
+    device: int | None = None
+    timer: str = ""
+    error: str | None = None
+    path: str = ""
+
+    def row(self) -> list[str]:
+        def fmt(v):
+            if v is None:
+                return ""
+            if isinstance(v, float):
+                return f"{v:.3f}"
+            return str(v)
+
+        return [fmt(getattr(self, c)) for c in STATUS_COLUMNS]
+
+    @classmethod
+    def from_result(cls, result: dict, path: str) -> "OpRecord":
+        known = {f.name for f in fields(cls)}
+        kw = {k: result.get(k) for k in known if k in result}
+        kw["op"] = str(result.get("op"))
+        kw["status"] = str(result.get("status"))
+        kw["path"] = path
+        kw["attempts"] = int(result.get("attempts") or 0)
+        for k in ("backend", "timer"):
+            kw[k] = kw.get(k) or ""
+        return cls(**kw)
+
+
+def format_status_csv(records: Iterable[OpRecord]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(STATUS_COLUMNS)
+    for r in records:
+        w.writerow(r.row())
+    return buf.getvalue()
+
+
+def read_status_csv(path: os.PathLike | str) -> list[dict]:
+    try:
+        with open(path, encoding="utf-8", newline="") as fh:
+            return list(csv.DictReader(fh))
+    except OSError:
+        return []
+
+
+class Journal:
+    """One run directory. Only the runner's main thread writes through it."""
+
+    def __init__(self, root: os.PathLike | str):
+        self.root = Path(root).absolute()
+        self.ops_root = self.root / "ops"
+        self._lock_fd: int | None = None
+
+    # -- locking -----------------------------------------------------------
+    def lock(self) -> None:
+        """Hold the run dir's lock (released by the kernel on any exit, SIGKILL included)."""
+        import fcntl
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.root / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = ""
+            try:
+                holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
+            except OSError:
+                pass
+            os.close(fd)
+            if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                raise UsageError(
+                    f"{self.root} is in use by another opscreen run" + (f" (pid {holder})" if holder else "")
+                ) from None
+            raise
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._lock_fd = fd
+
+    def unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    # -- op directories ------------------------------------------------------
+    def op_dir(self, op: str) -> Path:
+        return self.ops_root / op_dirname(op)
+
+    def rel(self, path: Path) -> str:
+        try:
+            return str(Path(path).relative_to(self.root))
+        except ValueError:
+            return str(path)
+
+    def is_complete(self, op: str) -> bool:
+        return (self.op_dir(op) / COMPLETE).exists()
+
+    def scan(self) -> dict[str, OpRecord]:
+        """op -> record of every op whose ``.complete`` marker exists."""
+        done: dict[str, OpRecord] = {}
+        if not self.ops_root.is_dir():
+            return done
+        for d in sorted(self.ops_root.iterdir()):
+            marker = d / COMPLETE
+            if not marker.is_file():
+                continue
+            mark = read_json(marker) or {}
+            result = read_json(d / RESULT) or {}
+            op = mark.get("op") or result.get("op") or d.name
+            if not result:
+                # result.json is written before the marker, so this is a damaged dir:
+                # keep what the marker knows.
+                result = {"op": op, "status": mark.get("status", "crashed"), "error": "result.json missing"}
+            result.setdefault("op", op)
+            done[op] = OpRecord.from_result(result, self.rel(d))
+        return done
+
+    def incomplete_dirs(self) -> list[Path]:
+        if not self.ops_root.is_dir():
+            return []
+        return [d for d in sorted(self.ops_root.iterdir()) if d.is_dir() and not (d / COMPLETE).exists()]
+
+    def clear_incomplete(self) -> list[Path]:
+        """Delete the op dirs without a marker (and stray temp files); return them."""
+        gone = self.incomplete_dirs()
+        for d in gone:
+            shutil.rmtree(d, ignore_errors=True)
+        if self.root.is_dir():
+            for tmp in self.root.glob(".*.tmp"):
+                try:
+                    tmp.unlink()
+                except OSError:
+                    pass
+        return gone
+
+    def reset_op(self, op: str) -> Path:
+        """Remove an op's dir entirely (replay of a complete op); return the fresh dir."""
+        d = self.op_dir(op)
+        marker = d / COMPLETE
+        if marker.exists():
+            marker.unlink()  # first: a kill from here on leaves an incomplete dir
+            fsync_dir(d)
+        shutil.rmtree(d, ignore_errors=True)
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    def complete(self, op: str, result: dict) -> OpRecord:
+        """Write the op's final result.json, then its ``.complete`` marker (last)."""
+        d = self.op_dir(op)
+        d.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(d / RESULT, result)
+        atomic_write_json(d / COMPLETE, {"op": op, "status": result.get("status"), "finished_at": now_iso()})
+        return OpRecord.from_result(result, self.rel(d))
+
+    # -- run level files -----------------------------------------------------
+    def write_status(self, records: Iterable[OpRecord]) -> None:
+        atomic_write_text(self.root / STATUS_CSV, format_status_csv(records))
+
+    def read_identity(self) -> dict | None:
+        return read_json(self.root / IDENTITY)
+
+    def write_identity(self, identity: dict) -> None:
+        atomic_write_json(self.root / IDENTITY, identity)
+
+
+def record_dict(r: OpRecord) -> dict:
+    return asdict(r)

@@ -1,0 +1,185 @@
+"""The scheduling policy, driven by fake devices (no processes)."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+
+import pytest
+
+from opscreen.batch.scheduler import (
+    HashScheduler,
+    home_device,
+    parse_devices,
+    parse_shard,
+    shard_ops,
+    stable_hash,
+)
+from opscreen.errors import UsageError
+
+OPS = [f"op{i:03d}" for i in range(200)]
+
+
+def drain(sched: HashScheduler, devices, rng=None, hold=None):
+    """Run every op to completion with fake devices; return op -> device."""
+    ran: dict[str, int] = {}
+    rng = rng or random.Random(0)
+    live = list(devices)
+    while not sched.finished:
+        progressed = False
+        for d in list(live):
+            if sched.running.get(d) is None:
+                op = sched.next_for(d)
+                if op is not None:
+                    progressed = True
+        busy = sched.busy
+        if not busy:
+            assert progressed or sched.finished
+            continue
+        d = rng.choice(busy)
+        op = sched.running[d]
+        assert op not in ran, f"{op} ran twice"
+        ran[op] = d
+        sched.mark_op_complete(d, op)
+    return ran
+
+
+def test_stable_hash_is_stable_across_processes():
+    here = [stable_hash(op) for op in OPS[:5]]
+    code = "from opscreen.batch.scheduler import stable_hash; print([stable_hash(f'op{i:03d}') for i in range(5)])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={"PYTHONHASHSEED": "123"}, check=True)
+    assert out.stdout.strip() == str(here)
+
+
+def test_placement_same_for_same_device_set_and_order_free():
+    a = {op: home_device(op, [0, 1, 2, 3]) for op in OPS}
+    b = {op: home_device(op, [3, 1, 0, 2]) for op in OPS}
+    assert a == b
+    # every device gets a fair share
+    counts = {d: sum(1 for v in a.values() if v == d) for d in range(4)}
+    assert all(30 <= c <= 70 for c in counts.values()), counts
+
+
+def test_no_steal_keeps_hash_placement():
+    s = HashScheduler(OPS, steal=False)
+    for d in (0, 1, 4):
+        s.add_device(d)
+    ran = drain(s, [0, 1, 4])
+    assert set(ran) == set(OPS)
+    assert all(ran[op] == home_device(op, [0, 1, 4]) for op in OPS)
+    assert s.stolen == {}
+
+
+def test_idle_device_steals_from_busiest():
+    s = HashScheduler(OPS, steal=True)
+    s.add_device(0)
+    s.add_device(1)
+    first0 = s.next_for(0)
+    # device 1 finishes all its own ops while device 0 is stuck on one long op
+    while True:
+        op = s.next_for(1)
+        if op is None:
+            break
+        s.mark_op_complete(1, op)
+    assert s.queue_of(0) == []  # device 1 stole every queued op of device 0
+    assert s.running[0] == first0
+    assert all(frm == 0 and to == 1 for frm, to in s.stolen.values())
+    s.mark_op_complete(0, first0)
+    assert s.finished
+    assert len(s.completed) == len(OPS)
+
+
+def test_steal_takes_from_longest_queue_tail():
+    ops = ["a", "b", "c", "d", "e", "f", "g", "h"]
+    s = HashScheduler(ops)
+    for d in (0, 1, 2):
+        s.add_device(d)
+    s.next_for(0)  # distribute
+    q = {d: s.queue_of(d) for d in (0, 1, 2)}
+    # empty device 2's queue first
+    s.queues[2].clear()
+    victim = max((0, 1), key=lambda d: (len(q[d]), -d))
+    expect = q[victim][-1]
+    got = s.next_for(2)
+    assert got == expect
+    assert s.stolen[got] == (victim, 2)
+
+
+def test_each_device_runs_one_op_at_a_time():
+    s = HashScheduler(OPS)
+    s.add_device(0)
+    s.next_for(0)
+    with pytest.raises(RuntimeError):
+        s.next_for(0)
+
+
+def test_remove_device_returns_running_op_and_moves_queue():
+    s = HashScheduler(OPS)
+    for d in (0, 1, 2):
+        s.add_device(d)
+    running = s.next_for(1)
+    queued_on_1 = s.queue_of(1)
+    assert queued_on_1
+    got = s.remove_device(1)
+    assert got == running
+    assert 1 not in s.devices
+    # its queue moved to the healthy devices, placed by hash among them
+    for op in queued_on_1:
+        assert op in s.queue_of(home_device(op, [0, 2]))
+    # the running op is neither queued nor complete until the caller decides
+    assert running not in s.completed
+    assert all(running not in s.queue_of(d) for d in s.devices)
+    assert s.requeue(running, avoid={1}) in (0, 2)
+    ran = drain(s, [0, 2])
+    assert sorted(ran) == sorted(OPS)  # every op once, the interrupted one included
+
+
+def test_requeue_prefers_another_idle_device():
+    s = HashScheduler(["x"] + OPS[:10], steal=False)
+    for d in (0, 1):
+        s.add_device(d)
+    d0 = home_device("x", [0, 1])
+    s.next_for(d0)
+    first = s.running[d0]
+    s.release(d0, first)
+    target = s.requeue(first, avoid={d0})
+    assert target == 1 - d0
+    assert s.queue_of(target)[0] == first
+
+
+def test_random_fake_devices_every_op_exactly_once():
+    for seed in range(20):
+        rng = random.Random(seed)
+        ops = [f"k{rng.randrange(10**6)}" for _ in range(rng.randrange(1, 60))]
+        devs = rng.sample(range(8), rng.randrange(1, 5))
+        s = HashScheduler(ops, steal=bool(seed % 2))
+        for d in devs:
+            s.add_device(d)
+        ran = drain(s, devs, rng)
+        assert sorted(ran) == sorted(set(ops))
+
+
+def test_shard_partitions_and_is_independent_of_placement():
+    shards = [shard_ops(OPS, (i, 3)) for i in range(3)]
+    assert sorted(sum(shards, [])) == sorted(OPS)
+    assert all(set(a).isdisjoint(b) for i, a in enumerate(shards) for b in shards[i + 1 :])
+    # within one shard of 2, ops still land on both devices of a 2-device set
+    shard0 = shard_ops(OPS, (0, 2))
+    placed = {home_device(op, [0, 1]) for op in shard0}
+    assert placed == {0, 1}
+
+
+def test_parse_shard_and_devices():
+    assert parse_shard("0/4") == (0, 4)
+    assert parse_shard(None) is None
+    for bad in ("4/4", "-1/2", "x", "1/0", "1"):
+        with pytest.raises(UsageError):
+            parse_shard(bad)
+    assert parse_devices("0,1,4-7") == [0, 1, 4, 5, 6, 7]
+    assert parse_devices("all") is None
+    assert parse_devices(None) is None
+    assert parse_devices("3,3,1") == [3, 1]
+    for bad in ("a", "3-1", "-2", ","):
+        with pytest.raises(UsageError):
+            parse_devices(bad)
