@@ -197,7 +197,7 @@ _ERR_PATTERNS = [
     re.compile(r"^" + re.escape(FATAL_PREFIX) + r".*"),
     re.compile(r"^E\s+((?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt|Failed|Exit)\b.*)"),
     re.compile(r"^FAILED \S+ - (.+)"),
-    re.compile(r"^ERROR (\S+.*)"),
+    re.compile(r"^ERROR:? (\S+.*)"),
     re.compile(r"^(Fatal Python error: .+)"),
 ]
 

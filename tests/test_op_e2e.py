@@ -1,0 +1,163 @@
+"""End-to-end ``opscreen op`` runs through the real CLI and real child processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+CONFTEST = '''
+import pytest
+
+def pytest_addoption(parser):
+    for opt in ("--level", "--record", "--mode", "--warmup", "--iter", "--shape_file", "--output"):
+        parser.addoption(opt, default=None)
+    parser.addoption("--dtypes", action="append", default=None)
+'''
+
+TESTS = '''
+import os, subprocess, sys, time
+import pytest
+
+@pytest.mark.ok
+def test_ok():
+    print("SUCCESS all good")
+
+@pytest.mark.boom
+def test_boom():
+    raise ValueError("Given dtype(s) 'torch.float64'can't be supported by this op 'boom'")
+
+@pytest.mark.hang
+def test_hang():
+    child = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"])
+    with open(os.environ["PIDFILE"], "w") as fh:
+        fh.write(f"{os.getpid()} {child.pid}\\n")
+    time.sleep(600)
+
+@pytest.mark.segv
+def test_segv():
+    import signal
+    os.kill(os.getpid(), signal.SIGSEGV)
+'''
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            state = fh.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.fixture
+def fault_suite(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPSCREEN_CACHE_DIR", str(tmp_path / "cache"))
+    root = tmp_path / "suite"
+    (root / "benchmark").mkdir(parents=True)
+    (root / "benchmark" / "__init__.py").write_text("")
+    (root / "benchmark" / "conftest.py").write_text(CONFTEST)
+    (root / "benchmark" / "test_faults.py").write_text(TESTS)
+    (root / "pytest.ini").write_text("[pytest]\nfilterwarnings =\n    ignore::pytest.PytestUnknownMarkWarning\n")
+    return root
+
+
+def test_sample_suite_add_passes_with_all_artifacts(cli, tmp_path):
+    out = tmp_path / "add"
+    res = cli("op", "add", "--out", out, cwd=tmp_path)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr
+    log = (out / "run.log").read_text()
+    assert "Operator: add  Performance Test" in log and "SUCCESS" in log
+    assert "\x1b[" not in log
+    assert "[opscreen] result passed" in log
+    ident = json.loads((out / "run_identity.json").read_text())
+    assert ident["schema"] == "opscreen.identity/1" and ident["child_reported"] is True
+    assert ident["caliber"]["timer"] == "wallclock" and ident["caliber"]["backend"] == "cpu"
+    assert ident["caliber"]["use_flagtune"] == "0" and ident["torch_version"]
+    assert ident["finished_at"] and ident["outcome"] == "passed"
+    rec = [ln for ln in (out / "record.log").read_text().splitlines() if ln.startswith("[INFO] {")]
+    assert rec, "record log rows missing"
+    row = json.loads(rec[0][len("[INFO] "):])["result"][0]
+    assert row["timer"] == "wallclock" and row["samples"] >= 1
+    assert json.loads((out / "result.json").read_text())["status"] == "passed"
+    # the suite root is left clean: the record log was moved, no cache dir written
+    suite = Path(ident["suite"]["root"])
+    assert not list(suite.glob("result_*.log")) and not (suite / ".pytest_cache").exists()
+
+
+def test_op_through_environment(cli, tmp_path):
+    out = tmp_path / "softmax"
+    res = cli("op", "--out", out, env={"OP": "softmax", "DTYPES": "float32"}, cwd=tmp_path)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr
+    log = (out / "run.log").read_text()
+    assert "dtype=torch.float32" in log and "dtype=torch.bfloat16" not in log
+    cfg = json.loads((out / "child_config.json").read_text())
+    assert cfg["dtypes"] == ["float32"] and cfg["op"] == "softmax"
+
+
+def test_replay_from_reuses_settings(cli, tmp_path):
+    first = tmp_path / "first"
+    assert cli("op", "mul", "--dtypes", "float32", "--out", first, cwd=tmp_path).returncode == 0
+    again = tmp_path / "again"
+    res = cli("op", "--out", again, env={"REPLAY_FROM": str(first)}, cwd=tmp_path)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr
+    cfg = json.loads((again / "child_config.json").read_text())
+    assert cfg["op"] == "mul" and cfg["dtypes"] == ["float32"]
+
+
+def test_failing_op_exit_1_with_error_line(cli, fault_suite, tmp_path):
+    out = tmp_path / "boom"
+    res = cli("op", "boom", "--suite", fault_suite, "--out", out, cwd=tmp_path)
+    assert res.returncode == 1
+    result = json.loads((out / "result.json").read_text())
+    assert result["status"] == "failed" and "can't be supported" in result["error"]
+
+
+def test_segfault_is_crashed(cli, fault_suite, tmp_path):
+    out = tmp_path / "segv"
+    res = cli("op", "segv", "--suite", fault_suite, "--out", out, cwd=tmp_path)
+    assert res.returncode == 5
+    assert "SIGSEGV" in json.loads((out / "result.json").read_text())["error"]
+
+
+def test_timeout_kills_whole_group(cli, fault_suite, tmp_path):
+    out = tmp_path / "hang"
+    pidfile = tmp_path / "pids"
+    t0 = time.monotonic()
+    res = cli("op", "hang", "--suite", fault_suite, "--out", out, "--timeout", "6", "--grace", "1", env={"PIDFILE": str(pidfile)}, cwd=tmp_path)
+    elapsed = time.monotonic() - t0
+    assert res.returncode == 3, res.stdout[-2000:]
+    assert elapsed < 6 + 1 + 8  # timeout + grace + process start/teardown slack
+    pids = [int(x) for x in pidfile.read_text().split()]
+    deadline = time.monotonic() + 3
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(p) for p in pids), "a child or grandchild survived the timeout"
+    assert json.loads((out / "result.json").read_text())["status"] == "timeout"
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["op", "nosuch_op"], "unknown op"),
+        (["op", "../etc"], "bad op name"),
+        (["op", "add", "--backend", "nosuch"], "unknown backend"),
+        (["op", "add", "--timer", "graph"], "graph capture"),
+        (["op", "add", "--shape-mode", "/no/such/file.yaml"], "SHAPE_MODE"),
+        (["op", "add", "--use-flagtune", "2"], "invalid choice"),
+        (["op", "add", "--suite", "/nonexistent"], "no benchmark/"),
+    ],
+)
+def test_usage_errors_exit_2_one_line_nothing_written(cli, tmp_path, args, needle):
+    res = cli(*args, cwd=tmp_path)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert needle in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "runs").exists()
+
+
+def test_env_knob_usage_error(cli, tmp_path):
+    res = cli("op", "add", env={"USE_FLAGTUNE": "yes"}, cwd=tmp_path)
+    assert res.returncode == 2 and "USE_FLAGTUNE" in res.stderr
