@@ -163,6 +163,18 @@ def _finite(v: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
+_INF = float("inf")
+
+
+def _fin(v: Any) -> float | None:
+    """Fast path of :func:`_finite` for the common float / None values."""
+    if v is None:
+        return None
+    if type(v) is float:
+        return v if (v == v and v != _INF and v != -_INF) else None
+    return _finite(v)
+
+
 def _int(v: Any) -> int | None:
     if v is None or isinstance(v, bool):
         return None
@@ -316,8 +328,12 @@ def _parse_title_args(args: str) -> dict[str, str]:
     return out
 
 
-def parse_run_log_text(text: str, source: str = "run.log") -> ParsedLog:
-    """Parse captured pytest output holding FlagGems or opscreen result tables."""
+def parse_run_log_text(text: str, source: str = "run.log", *, rows: bool = True) -> ParsedLog:
+    """Parse captured pytest output holding FlagGems or opscreen result tables.
+
+    ``rows=False`` reads only what surrounds the tables (table count, truncation,
+    failures): the summary's fast path when the record log already has every row.
+    """
     res = ParsedLog(source=source)
     if "\x1b" in text:
         text = _ANSI.sub("", text)
@@ -338,17 +354,21 @@ def parse_run_log_text(text: str, source: str = "run.log") -> ParsedLog:
 
     for idx, line in enumerate(lines):
         if state == 3:
-            sp = line.split()
-            if sp and sp[0] in STATUS_WORDS:
-                row = _parse_row(sp, layout, op, dtype, mode, level, legend, legend_text, occ, source)
-                if row is None or (idx == last and not ends_cleanly and not _row_complete(line)):
-                    if idx == last and not ends_cleanly:
-                        res.truncated = True
-                    else:
-                        res.bad_lines += 1
+            if not rows:
+                if line.startswith(STATUS_WORDS):
                     continue
-                res.rows.append(row)
-                continue
+            else:
+                sp = line.split()
+                if sp and sp[0] in STATUS_WORDS:
+                    row = _parse_row(sp, layout, op, dtype, mode, level, legend, legend_text, occ, source)
+                    if row is None or (idx == last and not ends_cleanly and not _row_complete(line)):
+                        if idx == last and not ends_cleanly:
+                            res.truncated = True
+                        else:
+                            res.bad_lines += 1
+                        continue
+                    res.rows.append(row)
+                    continue
             state = 0
         if not line:
             continue
@@ -492,13 +512,13 @@ def _parse_row(sp, layout, op, dtype, mode, level, legend, legend_text, occ, sou
     return row
 
 
-def parse_run_log(path: str | Path) -> ParsedLog:
+def parse_run_log(path: str | Path, *, rows: bool = True) -> ParsedLog:
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return ParsedLog(source=str(p))
-    return parse_run_log_text(text, source=p.name)
+    return parse_run_log_text(text, source=p.name, rows=rows)
 
 
 # ---------------------------------------------------------------- record logs
@@ -509,6 +529,7 @@ def _row_from_record(entry: dict, r: dict, occ: _Occurrences, source: str) -> Ca
     op = str(entry.get("op_name") or "")
     dtype = norm_dtype(entry.get("dtype"))
     sd = r.get("shape_detail")
+    _finite = _fin
     try:
         shape = key_of(sd)
     except (TypeError, ValueError):

@@ -170,9 +170,13 @@ def parse_value_at(p_toks: list[tuple[str, str]], i: int) -> tuple[Any, int]:
     return obj, p.i
 
 
+_encode = json.JSONEncoder(separators=_SEP).encode
+
+
 def key_of(obj: Any) -> str:
-    """The join key of a JSON-able shape detail (as the record log holds it)."""
-    return json.dumps(obj, separators=_SEP)
+    """The join key of a JSON-able shape detail (as the record log holds it):
+    ``json.dumps(obj, separators=(",", ":"))``."""
+    return _encode(obj)
 
 
 _cache: dict[str, str] = {}

@@ -1,0 +1,36 @@
+"""``opscreen summary RUN_DIR``: summary.csv and summary.json for a run (or one op dir)."""
+
+from __future__ import annotations
+
+import json
+
+from ..results.summary import build_summary, format_summary, write_summary
+
+NAME = "summary"
+HELP = "parse a run's logs into summary.csv / summary.json and print geometric-mean speedups"
+DESCRIPTION = (
+    "Parse every RUN_DIR/ops/<op>/ (record.log, run.log, result.json, run_identity.json) into "
+    "RUN_DIR/summary.csv (one row per op, test, dtype, shape) and RUN_DIR/summary.json, and print "
+    "counts by status and geometric-mean speedups per dtype. RUN_DIR may also be a single op "
+    "directory (opscreen op --out DIR)."
+)
+ORDER = 40
+
+
+def add_arguments(p) -> None:
+    p.add_argument("run_dir", metavar="RUN_DIR", help="run directory (opscreen run --out) or op directory (opscreen op --out)")
+    p.add_argument("--out", metavar="DIR", help="write summary.csv/summary.json here (default: RUN_DIR)")
+    p.add_argument("--json", action="store_true", help="print the summary's head (counts, geomeans, ops) as JSON")
+
+
+def run(args) -> int:
+    s = build_summary(args.run_dir)
+    csv_path, json_path = write_summary(s, args.out)
+    if args.json:
+        head = json.loads(s.to_json_text())
+        head.pop("rows", None)
+        print(json.dumps(head, indent=2))
+        return 0
+    print(format_summary(s))
+    print(f"wrote {csv_path} and {json_path.name}")
+    return 0

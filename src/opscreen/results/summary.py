@@ -1,0 +1,462 @@
+"""``summary.csv`` / ``summary.json``: one row per (op, test, dtype, shape) of a run.
+
+Lifecycle: :func:`build_summary` reads a run directory (``RUN_DIR/ops/<op>/`` per
+docs/contracts.md) or a single op directory (``opscreen op --out DIR``) and returns
+a :class:`Summary`; :func:`write_summary` writes ``summary.csv`` and
+``summary.json`` next to it (temp file + rename, byte-identical for the same input:
+no clocks, no absolute paths); :func:`load_summary` reads ``summary.json`` back and
+rejects versions it does not know; :func:`ensure_summary` loads or builds.
+
+Per op, rows come from ``record.log`` (full precision, opscreen's timer fields) and
+are completed by the ``run.log`` tables (rows the record lacks, fields it lacks, the
+``truncated`` flag, failure reasons). The op's status comes from ``ops_status.csv``
+(batch runs) or ``result.json``; backend and device from ``run_identity.json`` and
+``result.json``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..errors import UsageError
+from ._io import csv_text, read_json, write_atomic
+from .parse import CaseRow, ParsedLog, merge_rows, parse_record_json, parse_record_log, parse_run_log
+
+__all__ = [
+    "SUMMARY_VERSION",
+    "COLUMNS",
+    "RowStatus",
+    "OpSummary",
+    "Summary",
+    "build_summary",
+    "write_summary",
+    "load_summary",
+    "ensure_summary",
+    "format_summary",
+    "geomean",
+    "resolve_run",
+]
+
+SUMMARY_VERSION = 1
+SUMMARY_KIND = "opscreen.summary"
+
+COLUMNS = [
+    "op", "test", "dtype", "shape", "status",
+    "torch_ms", "lib_ms", "speedup", "tflops", "torch_gbps", "lib_gbps",
+    "torch_timer", "lib_timer", "torch_samples", "lib_samples", "torch_rsd", "lib_rsd",
+    "op_status", "backend", "device", "device_name", "truncated", "source",
+]  # fmt: skip
+COL = {name: i for i, name in enumerate(COLUMNS)}
+
+_OP_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+class RowStatus(str, Enum):
+    """Status of one case row."""
+
+    OK = "ok"  # measured: a speedup (or both latencies) is known
+    FAILED = "failed"  # the suite printed/recorded FAILED for the case
+    NO_DATA = "no_data"  # SUCCESS but no latency/speedup to read
+
+
+@dataclass
+class OpSummary:
+    """One op directory (or an ops_status.csv line without one), as the summary saw it."""
+
+    op: str
+    status: str
+    rows: int = 0
+    ok_rows: int = 0
+    geomean: float | None = None
+    error: str | None = None
+    failures: list[dict] = field(default_factory=list)
+    truncated: bool = False
+    run_log: str | None = None  # relative to the summary's folder
+    duration_s: float | None = None
+    attempts: int | None = None
+    backend: str | None = None
+    device: str | None = None
+    device_name: str | None = None
+    timer: str | None = None
+    sources: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Summary:
+    """A run's summary: identity, ops, rows (tuples in :data:`COLUMNS` order)."""
+
+    kind: str  # "run" | "op"
+    name: str
+    identity: dict
+    caliber: dict
+    ops: list[OpSummary]
+    rows: list[list]
+    version: int = SUMMARY_VERSION
+    path: Path | None = None  # folder the summary belongs to (not written)
+
+    # ------------------------------------------------------------ derived figures
+    def row_counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        si = COL["status"]
+        for r in self.rows:
+            out[r[si]] = out.get(r[si], 0) + 1
+        return dict(sorted(out.items()))
+
+    def op_counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for o in self.ops:
+            out[o.status] = out.get(o.status, 0) + 1
+        return dict(sorted(out.items()))
+
+    def geomeans(self) -> dict:
+        si, di, vi = COL["status"], COL["dtype"], COL["speedup"]
+        logs: dict[str, list[float]] = {}
+        allv: list[float] = []
+        for r in self.rows:
+            v = r[vi]
+            if r[si] == "ok" and v is not None and v > 0:
+                lv = math.log(v)
+                logs.setdefault(r[di], []).append(lv)
+                allv.append(lv)
+        by = {d: {"geomean": _exp_mean(v), "rows": len(v)} for d, v in sorted(logs.items())}
+        return {"overall": _exp_mean(allv), "rows": len(allv), "by_dtype": by}
+
+    def to_json_text(self) -> str:
+        head = {
+            "version": self.version,
+            "kind": SUMMARY_KIND,
+            "summary_of": self.kind,
+            "name": self.name,
+            "identity": self.identity,
+            "caliber": self.caliber,
+            "counts": {"rows": self.row_counts(), "ops": self.op_counts()},
+            "geomean": self.geomeans(),
+            "ops": [asdict(o) for o in self.ops],
+            "columns": COLUMNS,
+        }
+        text = json.dumps(head, indent=1, sort_keys=False, allow_nan=False)
+        enc = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+        rows = ",\n".join(["  " + enc(r) for r in self.rows])
+        return text[:-2] + ',\n "rows": [\n' + rows + ("\n" if rows else "") + " ]\n}\n"
+
+    def to_csv_text(self) -> str:
+        return csv_text(COLUMNS, self.rows, bool_columns=(COL["truncated"],))
+
+    def row_dicts(self) -> Iterable[dict]:
+        for r in self.rows:
+            yield dict(zip(COLUMNS, r))
+
+
+def _exp_mean(logs: list[float]) -> float | None:
+    if not logs:
+        return None
+    return round(math.exp(math.fsum(logs) / len(logs)), 6)
+
+
+def geomean(values: Iterable[float | None]) -> float | None:
+    """Geometric mean of the positive finite values, None when there are none."""
+    logs = [math.log(v) for v in values if v is not None and v > 0 and math.isfinite(v)]
+    return _exp_mean(logs)
+
+
+# ---------------------------------------------------------------- locating inputs
+
+def resolve_run(path: str | Path) -> tuple[str, Path, list[tuple[str, Path]]]:
+    """``(kind, root, [(op, op_dir)])`` for a run dir or a single op dir; UsageError otherwise."""
+    root = Path(path)
+    if not root.exists():
+        raise UsageError(f"{root} does not exist: give a run directory (opscreen run --out) or an op directory (opscreen op --out)")
+    if not root.is_dir():
+        raise UsageError(f"{root} is not a directory: give a run directory (opscreen run --out) or an op directory (opscreen op --out)")
+    ops_dir = root / "ops"
+    if ops_dir.is_dir() or (root / "ops_status.csv").is_file():
+        ops = []
+        if ops_dir.is_dir():
+            for entry in sorted(os.scandir(ops_dir), key=lambda e: e.name):
+                if entry.is_dir() and _OP_NAME.match(entry.name) and entry.name not in (".", ".."):
+                    ops.append((entry.name, Path(entry.path)))
+        return "run", root, ops
+    if any((root / n).is_file() for n in ("run.log", "result.json", "record.log", "run_identity.json")):
+        res = read_json(root / "result.json") or {}
+        cfg = read_json(root / "child_config.json") or {}
+        op = res.get("op") or cfg.get("op") or root.resolve().name
+        return "op", root, [(str(op), root)]
+    raise UsageError(
+        f"{root} holds no ops/ folder and no run.log: give the --out directory of 'opscreen run' or 'opscreen op'"
+    )
+
+
+def _read_ops_status(root: Path) -> dict[str, dict]:
+    p = root / "ops_status.csv"
+    out: dict[str, dict] = {}
+    try:
+        with open(p, newline="", encoding="utf-8") as fh:
+            for rec in csv.DictReader(fh):
+                if rec.get("op"):
+                    out[rec["op"]] = rec
+    except OSError:
+        pass
+    return out
+
+
+def _f(v: Any) -> float | None:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _i(v: Any) -> int | None:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _s(v: Any) -> str | None:
+    if v is None or v == "":
+        return None
+    return str(v)
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+# ---------------------------------------------------------------- per op
+
+def _op_rows(op_dir: Path) -> tuple[list[CaseRow], ParsedLog | None, list[str]]:
+    rec = None
+    sources = []
+    rl = op_dir / "record.log"
+    if rl.is_file():
+        rec = parse_record_log(rl)
+    else:
+        for name in ("record.json", "result_record.json"):
+            if (op_dir / name).is_file():
+                rec = parse_record_json(op_dir / name)
+                break
+    rows: list[CaseRow] = []
+    if rec is not None and rec.rows:
+        sources.append(rec.source)
+        rows = rec.rows
+    log = None
+    if (op_dir / "run.log").is_file():
+        # fast path: the record log has every row with opscreen's fields; read only
+        # what surrounds the tables (truncation, failures) unless run.log has more tables
+        complete = bool(rows) and all(r.lib_timer is not None and r.lib_rsd is not None for r in rows)
+        log = parse_run_log(op_dir / "run.log", rows=not complete)
+        if complete and log.tables > rec.tables:
+            log = parse_run_log(op_dir / "run.log")
+        if log.rows:
+            sources.append(log.source)
+            rows = merge_rows(rows, log.rows)
+    if rec is not None and rec.truncated and log is None:
+        log = rec
+    return rows, log, sources
+
+
+def _summarize_op(
+    op: str,
+    op_dir: Path | None,
+    base: Path,
+    status_line: dict | None,
+    run_identity: dict,
+) -> tuple[OpSummary, list[list]]:
+    result = read_json(op_dir / "result.json") if op_dir is not None else None
+    result = result if isinstance(result, dict) else {}
+    ident = read_json(op_dir / "run_identity.json") if op_dir is not None else None
+    ident = ident if isinstance(ident, dict) else {}
+    line = status_line or {}
+    status = _s(line.get("status")) or _s(result.get("status")) or ("incomplete" if op_dir is not None else "unknown")
+    cal = ident.get("caliber") or {}
+    rcal = run_identity.get("caliber") or {}
+    backend = _s(result.get("backend")) or _s(line.get("backend")) or _s(cal.get("backend")) or _s(rcal.get("backend"))
+    device = _s(result.get("device")) if result.get("device") is not None else _s(line.get("device"))
+    if device is None and ident.get("device_index") is not None:
+        device = str(ident.get("device_index"))
+    device_name = _s(ident.get("device_name")) or _s(cal.get("device_name")) or _s(rcal.get("device_name"))
+    timer = _s(result.get("timer")) or _s(line.get("timer")) or _s(cal.get("timer"))
+    info = OpSummary(
+        op=op,
+        status=status,
+        error=_s(line.get("error")) or _s(result.get("error")),
+        duration_s=_f(line.get("duration_s")) if line.get("duration_s") not in (None, "") else _f(result.get("duration_s")),
+        attempts=_i(line.get("attempts")) if line.get("attempts") not in (None, "") else _i(result.get("attempts")),
+        backend=backend,
+        device=device,
+        device_name=device_name,
+        timer=timer,
+    )
+    if op_dir is None:
+        return info, []
+    rows, log, sources = _op_rows(op_dir)
+    info.sources = sources
+    if (op_dir / "run.log").is_file():
+        info.run_log = os.path.relpath(op_dir / "run.log", base).replace(os.sep, "/")
+    truncated = bool(log.truncated) if log is not None else False
+    info.truncated = truncated
+    if log is not None:
+        info.failures = [{"node": f.node, "kind": f.kind, "reason": f.reason} for f in log.failures]
+    out = []
+    logs = []
+    ok = 0
+    for r in rows:
+        speedup = r.speedup
+        if speedup is None and r.torch_ms is not None and r.lib_ms:
+            speedup = r.torch_ms / r.lib_ms
+        if r.status == "FAILED":
+            st = RowStatus.FAILED.value
+        elif speedup is not None or (r.torch_ms is not None and r.lib_ms is not None):
+            st = RowStatus.OK.value
+            ok += 1
+            if speedup is not None and speedup > 0:
+                logs.append(math.log(speedup))
+        else:
+            st = RowStatus.NO_DATA.value
+        test = r.op if r.op != op else ""
+        if r.occurrence > 1:
+            test = f"{test}#{r.occurrence}"
+        out.append([
+            op, test, r.dtype, r.shape, st,
+            _clean(r.torch_ms), _clean(r.lib_ms), _clean(speedup), _clean(r.tflops), _clean(r.torch_gbps), _clean(r.lib_gbps),
+            r.torch_timer, r.lib_timer, r.torch_samples, r.lib_samples, _clean(r.torch_rsd), _clean(r.lib_rsd),
+            status, backend, device, device_name, truncated, r.source,
+        ])  # fmt: skip
+    info.rows = len(out)
+    info.ok_rows = ok
+    info.geomean = _exp_mean(logs)
+    return info, out
+
+
+def build_summary(path: str | Path) -> Summary:
+    """Read a run directory or an op directory into a :class:`Summary`."""
+    kind, root, op_dirs = resolve_run(path)
+    run_identity = read_json(root / "run_identity.json")
+    run_identity = run_identity if isinstance(run_identity, dict) else {}
+    status_lines = _read_ops_status(root) if kind == "run" else {}
+    ops: list[OpSummary] = []
+    rows: list[list] = []
+    have = {op for op, _ in op_dirs}
+    entries: list[tuple[str, Path | None]] = list(op_dirs) + [(op, None) for op in status_lines if op not in have]
+    entries.sort(key=lambda e: e[0])
+    first_op_identity: dict = {}
+    for op, d in entries:
+        if d is not None and not first_op_identity and not run_identity:
+            ident = read_json(d / "run_identity.json")
+            if isinstance(ident, dict):
+                first_op_identity = ident
+        info, r = _summarize_op(op, d, root, status_lines.get(op), run_identity)
+        ops.append(info)
+        rows.extend(r)
+    identity = run_identity or first_op_identity
+    caliber = dict(identity.get("caliber") or {})
+    if caliber and not caliber.get("device_name"):
+        for o in ops:
+            if o.device_name:
+                caliber["device_name"] = o.device_name
+                break
+    name = root.resolve().name
+    return Summary(kind=kind, name=name, identity=identity, caliber=caliber, ops=ops, rows=rows, path=root)
+
+
+def write_summary(summary: Summary, out_dir: str | Path | None = None) -> tuple[Path, Path]:
+    """Write summary.csv and summary.json (atomically) into ``out_dir`` (default: the run dir)."""
+    out = Path(out_dir) if out_dir is not None else summary.path
+    if out is None:
+        raise UsageError("no output folder for the summary: pass --out DIR")
+    c = write_atomic(out / "summary.csv", summary.to_csv_text())
+    j = write_atomic(out / "summary.json", summary.to_json_text())
+    return c, j
+
+
+def load_summary(path: str | Path) -> Summary:
+    """Read ``summary.json`` (a file, or a folder holding one); reject unknown versions."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "summary.json"
+    try:
+        with open(p, encoding="utf-8") as fh:
+            obj = json.load(fh)
+    except OSError:
+        raise UsageError(f"{p} is missing: run 'opscreen summary {p.parent}' first") from None
+    except ValueError as exc:
+        raise UsageError(f"{p} is not valid JSON ({exc}): re-run 'opscreen summary {p.parent}'") from None
+    if not isinstance(obj, dict) or obj.get("kind") != SUMMARY_KIND:
+        raise UsageError(f"{p} is not an opscreen summary")
+    if obj.get("version") != SUMMARY_VERSION:
+        raise UsageError(
+            f"{p} has summary version {obj.get('version')!r}, this opscreen reads version {SUMMARY_VERSION}: "
+            f"re-run 'opscreen summary {p.parent}'"
+        )
+    cols = obj.get("columns") or COLUMNS
+    rows = obj.get("rows") or []
+    if cols != COLUMNS:
+        idx = [cols.index(c) if c in cols else None for c in COLUMNS]
+        rows = [[(r[i] if i is not None else None) for i in idx] for r in rows]
+    known = set(OpSummary.__dataclass_fields__)
+    ops = [OpSummary(**{k: v for k, v in o.items() if k in known}) for o in obj.get("ops") or []]
+    return Summary(
+        kind=obj.get("summary_of", "run"),
+        name=obj.get("name", p.parent.name),
+        identity=obj.get("identity") or {},
+        caliber=obj.get("caliber") or {},
+        ops=ops,
+        rows=rows,
+        version=obj["version"],
+        path=p.parent,
+    )
+
+
+def ensure_summary(path: str | Path, *, rebuild: bool = False) -> Summary:
+    """Load ``summary.json`` from a run/op dir (or a summary.json path); build and write it when missing."""
+    p = Path(path)
+    if p.is_file() and p.suffix == ".json":
+        return load_summary(p)
+    if not rebuild and (p / "summary.json").is_file():
+        return load_summary(p)
+    s = build_summary(p)
+    write_summary(s)
+    return s
+
+
+# ---------------------------------------------------------------- text output
+
+def _fmt(v: float | None, nd: int = 3) -> str:
+    return "-" if v is None else f"{v:.{nd}f}"
+
+
+def format_summary(s: Summary) -> str:
+    cal = s.caliber or {}
+    ident = s.identity or {}
+    parts = []
+    for k in ("backend", "device_name", "timer", "level", "shape_mode", "use_flagtune"):
+        v = cal.get(k) if cal.get(k) is not None else ident.get(k)
+        if v is not None and v != "":
+            parts.append(f"{k} {v}")
+    lines = [f"{s.kind} {s.name}" + (f"  ({', '.join(parts)})" if parts else "")]
+    oc = s.op_counts()
+    lines.append(f"ops:  {sum(oc.values())}  " + ", ".join(f"{k} {v}" for k, v in oc.items()))
+    rc = s.row_counts()
+    trunc = sum(1 for o in s.ops if o.truncated)
+    lines.append(
+        f"rows: {sum(rc.values())}  " + ", ".join(f"{k} {v}" for k, v in rc.items())
+        + (f"  (ops with a truncated log: {trunc})" if trunc else "")
+    )
+    g = s.geomeans()
+    lines.append("geometric-mean speedup (ok rows; >1: the library is faster than torch)")
+    for d, v in g["by_dtype"].items():
+        lines.append(f"  {d or '?':<12} {_fmt(v['geomean'])}  ({v['rows']} rows)")
+    lines.append(f"  {'overall':<12} {_fmt(g['overall'])}  ({g['rows']} rows)")
+    return "\n".join(lines)
