@@ -208,6 +208,11 @@ class _Module:
         if isinstance(node, ast.Name):
             value = self.assigns.get(node.id)
             return self.marks(value, depth + 1) if value is not None else []
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, int):
+            seq = self.assigns.get(node.value.id) if isinstance(node.value, ast.Name) else node.value
+            if isinstance(seq, (ast.List, ast.Tuple)) and -len(seq.elts) <= node.slice.value < len(seq.elts):
+                return self.marks(seq.elts[node.slice.value], depth + 1)
+            return []
         name = self.mark_name(node)
         if name is not None:
             return [(name, node)]
@@ -494,7 +499,8 @@ def _test_info(
 
 
 def _collect_class(cls: ast.ClassDef, prefix: str, outer: list[tuple[str, ast.expr]], mod: _Module) -> dict[str, TestInfo]:
-    marks = _decorator_marks(cls.decorator_list, mod) + _class_pytestmark(cls, mod) + outer
+    # pytest: the class body's ``pytestmark`` first, then decorators (closest first).
+    marks = _class_pytestmark(cls, mod) + _decorator_marks(cls.decorator_list, mod) + outer
     qual = f"{prefix}{cls.name}"
     found: dict[str, TestInfo] = {}
     for node in cls.body:

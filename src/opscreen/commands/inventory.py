@@ -1,0 +1,118 @@
+"""``opscreen inventory``: list a suite's ops, verified by pytest collection."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from ..errors import UsageError
+
+NAME = "inventory"
+HELP = "list the ops (markers) of one or more suite checkouts, scan verified by pytest collection"
+DESCRIPTION = (
+    "Scan benchmark/test_*.py of each suite (AST, cached), then verify the scan by "
+    "'pytest --collect-only' of each file in the suite's Python (a few at a time, with a "
+    "timeout). Writes every op with its files, tests, checkouts and verified_by "
+    "(collect | scan), and every disagreement between scan and collection, as YAML "
+    "(JSON when --out ends with .json)."
+)
+ORDER = 60
+
+
+def add_arguments(p) -> None:
+    p.add_argument(
+        "--suite",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="suite checkout root (holds benchmark/); repeatable (default: the bundled sample suite)",
+    )
+    p.add_argument("--out", metavar="FILE", help="write here (default: stdout); .json for JSON")
+    p.add_argument("--python", metavar="PY", help="the suite's interpreter for collection (default: this one)")
+    p.add_argument("--jobs", type=int, default=None, metavar="N", help="collection processes at a time (default: min(4, CPUs))")
+    p.add_argument(
+        "--collect",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="verify the scan with pytest --collect-only (default); --no-collect: scan only",
+    )
+    p.add_argument("--timeout", type=float, default=120.0, metavar="S", help="seconds per file collection (default 120)")
+    p.add_argument(
+        "--batch",
+        type=int,
+        default=1,
+        metavar="N",
+        help="files per collection process (default 1: one process per file, as a per-op run)",
+    )
+    p.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="environment for the collection processes, e.g. GEMS_VENDOR=nvidia (repeatable)",
+    )
+    p.add_argument("--cache-dir", metavar="DIR", help="scan cache (default $OPSCREEN_CACHE_DIR or ~/.cache/opscreen)")
+    p.add_argument("-v", "--verbose", action="store_true", help="print each file's collection result on stderr")
+
+
+def _parse_env(items: list[str]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--env wants KEY=VALUE, got {item!r}")
+        env[key] = value
+    return env
+
+
+def run(args) -> int:
+    from pathlib import Path
+
+    from ..assets.inventory import build_inventory, default_suite_root, dump_inventory, inventory_dict
+
+    suites = args.suite or [str(default_suite_root())]
+    if args.timeout is not None and args.timeout <= 0:
+        raise UsageError("--timeout must be positive")
+    jobs = args.jobs if args.jobs is not None else min(4, os.cpu_count() or 1)
+    if jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    if args.batch < 1:
+        raise UsageError("--batch must be at least 1")
+    python = args.python
+    if python is not None and os.sep in python and not Path(python).exists():
+        raise UsageError(f"--python not found: {python}")
+    progress = (lambda line: sys.stderr.write(f"  {line}\n")) if args.verbose else None
+    inv = build_inventory(
+        suites,
+        python=python,
+        collect=args.collect,
+        jobs=jobs,
+        timeout=args.timeout,
+        batch=args.batch,
+        env=_parse_env(args.env),
+        cache_dir=Path(args.cache_dir) if args.cache_dir else None,
+        progress=progress,
+    )
+    data = inventory_dict(inv)
+    text = dump_inventory(data, args.out)
+    if args.out is None:
+        sys.stdout.write(text)
+    s = data["summary"]
+    for co in data["checkouts"]:
+        coll = co["collection"]
+        how = (
+            "collection off"
+            if coll.get("mode") == "off"
+            else f"collected ok {coll['files_ok']}, error {coll['files_error']}, timeout {coll['files_timeout']}, skipped {coll['files_skipped']}"
+        )
+        commit = (co["commit"] or "no git")[:12] + (" (dirty)" if co["dirty"] else "")
+        sys.stderr.write(
+            f"{co['name']} @ {commit}: {co['files']} files, {co['tests']} tests, {co['ops']} ops, "
+            f"{len(co['files_whose_stem_is_not_a_marker'])} files whose stem is not a marker; {how}\n"
+        )
+    sys.stderr.write(
+        f"ops: {s['ops']} (verified by collect: {s['verified_by_collect']}, by scan only: {s['verified_by_scan']}); "
+        f"disagreements: {s['disagreements']}" + (f"; written to {args.out}" if args.out else "") + "\n"
+    )
+    return 0
