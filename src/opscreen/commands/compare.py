@@ -1,0 +1,88 @@
+"""``opscreen compare A B``: join two runs case by case after checking their caliber."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..errors import UsageError
+from ..results.compare import (
+    DEFAULT_K,
+    DEFAULT_MIN_CHANGE,
+    DEFAULT_THRESHOLD,
+    MUST_MATCH,
+    check_caliber,
+    compare_summaries,
+    format_comparison,
+    parse_allow,
+)
+from ..results.summary import ensure_summary
+
+NAME = "compare"
+HELP = "compare two runs (A = before, B = after) case by case; refuses runs measured differently"
+DESCRIPTION = (
+    "Join the summaries of runs A and B (made when missing) on (op, test, dtype, shape). "
+    "First the caliber check: timer, use_flagtune, use_flagtune_cost_model, shape_mode and level "
+    "must match (exit status 2 and the list of differences otherwise, unless --allow-mismatch names "
+    "each); suite_commit, device_name, backend and vendor may differ and are printed as the axis. "
+    "Each row gets a verdict (faster / slower / same, noise-aware where both rows recorded their "
+    "noise, else --threshold). Writes compare.csv; exit status 1 when --fail-on is given and a row "
+    "regressed by at least that much (or broke), else 0."
+)
+ORDER = 45
+
+
+def _pct(text: str) -> float:
+    try:
+        v = float(str(text).rstrip("%"))
+    except ValueError:
+        raise UsageError(f"not a percentage: {text!r} (e.g. 3 or 3%)") from None
+    if v < 0:
+        raise UsageError(f"a percentage must not be negative: {text!r}")
+    return v
+
+
+def add_arguments(p) -> None:
+    p.add_argument("a", metavar="A", help="the baseline: run directory, op directory or summary.json")
+    p.add_argument("b", metavar="B", help="the candidate: run directory, op directory or summary.json")
+    p.add_argument(
+        "--allow-mismatch", action="append", default=[], metavar="FIELD",
+        help=f"compare although FIELD differs (repeatable or comma-separated; one of {', '.join(MUST_MATCH)}, or all)",
+    )  # fmt: skip
+    p.add_argument("--threshold", default=str(DEFAULT_THRESHOLD * 100), metavar="PCT",
+                   help="relative change called faster/slower for rows without recorded noise (default 3)")
+    p.add_argument("--noise-k", type=float, default=DEFAULT_K, metavar="K",
+                   help="rows with recorded noise: same when within K x sqrt(noise_A^2 + noise_B^2) (default 2)")
+    p.add_argument("--min-change", default=str(DEFAULT_MIN_CHANGE * 100), metavar="PCT",
+                   help="noise-aware rows: never call a change below PCT faster/slower (default 0.5)")
+    p.add_argument("--metric", choices=("speedup", "lib_ms"), default="speedup",
+                   help="compare the speedup over torch (default; fair across devices) or the library's latency")
+    p.add_argument("--fail-on", metavar="PCT", help="exit 1 when a row is slower by at least PCT (or broke)")
+    p.add_argument("--out", metavar="FILE", help="compare.csv path (default: B/compare.csv)")
+    p.add_argument("--top", type=int, default=10, metavar="N", help="rows in the regression/improvement lists (default 10)")
+    p.add_argument("--rebuild", action="store_true", help="re-make both summaries even when summary.json exists")
+
+
+def run(args) -> int:
+    allow = parse_allow(args.allow_mismatch)
+    threshold = _pct(args.threshold) / 100.0
+    min_change = _pct(args.min_change) / 100.0
+    fail_on = _pct(args.fail_on) if args.fail_on is not None else None
+    a = ensure_summary(args.a, rebuild=args.rebuild)
+    b = ensure_summary(args.b, rebuild=args.rebuild)
+    chk = check_caliber(a.caliber, b.caliber, allow)
+    if not chk.ok:
+        sys.stderr.write(f"opscreen compare: {chk.refusal_text()}\n")
+        return 2
+    c = compare_summaries(a, b, metric=args.metric, k=args.noise_k, threshold=threshold, min_change=min_change, check=chk)
+    out = Path(args.out) if args.out else (b.path or Path(args.b)) / "compare.csv"
+    c.write_csv(out)
+    print(format_comparison(c, top=args.top))
+    print(f"\nwrote {out}")
+    failing = c.failing(fail_on)
+    if failing:
+        worst = min((r for r in failing if r.change is not None), key=lambda r: r.change, default=None)
+        what = f"; worst {worst.change * 100:+.1f}% ({worst.op} {worst.dtype} {worst.shape})" if worst else ""
+        print(f"FAIL: {len(failing)} rows regressed by at least {fail_on:g}% or broke{what}")
+        return 1
+    return 0

@@ -1,0 +1,482 @@
+"""Compare two runs' summaries, case by case, after checking they were measured alike.
+
+Lifecycle: :func:`check_caliber` compares the two runs' ``caliber`` blocks (from
+``run_identity.json``, kept in ``summary.json``) and says which fields differ;
+:func:`compare_summaries` joins the rows on (op, test, dtype, shape) and gives each
+a :class:`Verdict`; the :class:`Comparison` it returns writes ``compare.csv`` and
+the text report.
+
+Caliber fields (docs/contracts.md, "Identity"):
+
+- must match (:data:`MUST_MATCH`): ``timer``, ``use_flagtune``,
+  ``use_flagtune_cost_model`` (the autotune mode), ``shape_mode``, ``level``. A
+  difference refuses the comparison unless each differing field is named in
+  ``allow`` (``--allow-mismatch``); an allowed difference becomes part of the axis.
+- may differ (:data:`AXIS_FIELDS`): ``suite_commit``, ``device_name``, ``backend``,
+  ``vendor``: printed as the axis of the comparison.
+- ``dtypes``: reported; rows only join where both runs have them.
+- ``timing``: reported when it differs.
+
+Verdict of a row measured in both runs (``change = metric_B / metric_A - 1``; for
+the default metric ``speedup`` a positive change means B is faster relative to torch):
+
+- both rows carry noise (the recorded rsd of their samples): the row's noise is
+  ``sqrt(rsd_torch² + rsd_lib²)`` (``rsd_lib`` alone for ``lib_ms``); the change is
+  ``same`` when ``|ln(1 + change)| <= max(k * sqrt(noise_A² + noise_B²), min_change)``
+  with ``k`` = :data:`DEFAULT_K` (2: two combined standard deviations) and
+  ``min_change`` = :data:`DEFAULT_MIN_CHANGE` (0.5 %: run-to-run drift that a single
+  run's samples do not show), else ``faster``/``slower``;
+- otherwise ``same`` when ``|ln(1 + change)| <= threshold`` (default 3 %).
+
+Rows not measured in both: ``new`` (only in B), ``gone`` (only in A, the op did not
+fail in B), ``broken`` (measured in A; failed in B, or its op failed/timed out in
+B), ``fixed`` (failed in A, measured in B), ``failed`` (failed in both).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..errors import UsageError
+from ._io import csv_text, write_atomic
+from .summary import COL, Summary
+
+__all__ = [
+    "MUST_MATCH",
+    "AXIS_FIELDS",
+    "DEFAULT_K",
+    "DEFAULT_THRESHOLD",
+    "DEFAULT_MIN_CHANGE",
+    "Verdict",
+    "CaliberCheck",
+    "CompareRow",
+    "Comparison",
+    "check_caliber",
+    "compare_summaries",
+    "parse_allow",
+]
+
+MUST_MATCH = ("timer", "use_flagtune", "use_flagtune_cost_model", "shape_mode", "level")
+AXIS_FIELDS = ("suite_commit", "device_name", "backend", "vendor")
+INFO_FIELDS = ("dtypes", "timing")
+DEFAULT_K = 2.0
+DEFAULT_THRESHOLD = 0.03
+DEFAULT_MIN_CHANGE = 0.005
+
+
+class Verdict(str, Enum):
+    """What happened to one case from run A to run B."""
+
+    SLOWER = "slower"
+    FASTER = "faster"
+    SAME = "same"
+    BROKEN = "broken"
+    FIXED = "fixed"
+    GONE = "gone"
+    NEW = "new"
+    FAILED = "failed"
+
+
+_SEVERITY = {v: i for i, v in enumerate(
+    [Verdict.BROKEN, Verdict.SLOWER, Verdict.GONE, Verdict.FAILED, Verdict.NEW, Verdict.FIXED, Verdict.FASTER, Verdict.SAME]
+)}  # fmt: skip
+
+
+def _norm(v: Any) -> Any:
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return str(int(v)) if float(v).is_integer() else str(v)
+    if isinstance(v, list):
+        return sorted(str(x) for x in v)
+    return v
+
+
+@dataclass
+class CaliberCheck:
+    """The caliber comparison: what must match, what differs, what was allowed."""
+
+    refused: list[tuple[str, Any, Any]] = field(default_factory=list)  # must-match fields that differ, not allowed
+    allowed: list[tuple[str, Any, Any]] = field(default_factory=list)  # must-match fields that differ, allowed
+    axis: list[tuple[str, Any, Any]] = field(default_factory=list)  # may-differ fields that differ
+    same: dict[str, Any] = field(default_factory=dict)  # must-match fields that agree
+    dtypes: tuple[Any, Any] | None = None  # (A, B) when they differ
+    info: list[tuple[str, Any, Any]] = field(default_factory=list)  # other differences (timing, ...)
+    unknown: list[str] = field(default_factory=list)  # "A" / "B" when a run has no caliber
+
+    @property
+    def ok(self) -> bool:
+        return not self.refused
+
+    def refusal_text(self) -> str:
+        lines = ["the runs were measured differently; refusing to compare them:"]
+        for f, a, b in self.refused:
+            lines.append(f"  {f}: A {_show(a)}, B {_show(b)}")
+        names = " ".join(f"--allow-mismatch {f}" for f, _, _ in self.refused)
+        lines.append(f"pass {names} to compare them anyway (the difference becomes the axis of the comparison)")
+        return "\n".join(lines)
+
+
+def _show(v: Any) -> str:
+    if v is None:
+        return "(unknown)"
+    if isinstance(v, (list, tuple)):
+        return ",".join(str(x) for x in v) or "(none)"
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={v[k]}" for k in sorted(v))
+    return str(v)
+
+
+def parse_allow(values: Iterable[str] | None) -> set[str]:
+    """``--allow-mismatch`` values (repeatable, comma-separated) -> field names; UsageError on unknown ones."""
+    out: set[str] = set()
+    for v in values or ():
+        for name in str(v).split(","):
+            name = name.strip()
+            if not name:
+                continue
+            if name == "all":
+                out.update(MUST_MATCH)
+                continue
+            if name not in MUST_MATCH:
+                raise UsageError(
+                    f"--allow-mismatch {name}: not a field that must match (choose from {', '.join(MUST_MATCH)}, or all)"
+                )
+            out.add(name)
+    return out
+
+
+def check_caliber(a: dict | None, b: dict | None, allow: Iterable[str] = ()) -> CaliberCheck:
+    """Compare two caliber blocks; see the module docstring for the field classes."""
+    a = a or {}
+    b = b or {}
+    allow = set(allow)
+    chk = CaliberCheck()
+    if not a:
+        chk.unknown.append("A")
+    if not b:
+        chk.unknown.append("B")
+    for f in MUST_MATCH:
+        va, vb = _norm(a.get(f)), _norm(b.get(f))
+        if va == vb:
+            chk.same[f] = va
+        elif f in allow:
+            chk.allowed.append((f, va, vb))
+        else:
+            chk.refused.append((f, va, vb))
+    for f in AXIS_FIELDS:
+        va, vb = a.get(f), b.get(f)
+        if _norm(va) != _norm(vb):
+            chk.axis.append((f, va, vb))
+    da, db = _norm(a.get("dtypes")), _norm(b.get("dtypes"))
+    if da != db:
+        chk.dtypes = (a.get("dtypes"), b.get("dtypes"))
+    for f in sorted(set(a) | set(b)):
+        if f in MUST_MATCH or f in AXIS_FIELDS or f == "dtypes":
+            continue
+        if _norm(a.get(f)) != _norm(b.get(f)):
+            chk.info.append((f, a.get(f), b.get(f)))
+    return chk
+
+
+@dataclass(slots=True)
+class CompareRow:
+    """One (op, test, dtype, shape) of the join."""
+
+    op: str
+    test: str
+    dtype: str
+    shape: str
+    verdict: Verdict
+    change: float | None = None  # metric_B / metric_A - 1 (+: B faster)
+    band: float | None = None  # the |ln ratio| within which the change is "same"
+    basis: str | None = None  # "noise" | "threshold"
+    a_speedup: float | None = None
+    b_speedup: float | None = None
+    a_lib_ms: float | None = None
+    b_lib_ms: float | None = None
+    a_torch_ms: float | None = None
+    b_torch_ms: float | None = None
+    a_noise: float | None = None
+    b_noise: float | None = None
+    a_status: str | None = None
+    b_status: str | None = None
+    a_timer: str | None = None
+    b_timer: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.op, self.test, self.dtype, self.shape)
+
+    @property
+    def ratio(self) -> float | None:
+        return None if self.change is None else 1.0 + self.change
+
+
+CSV_COLUMNS = [
+    "op", "test", "dtype", "shape", "verdict", "change_pct", "band_pct", "basis",
+    "a_speedup", "b_speedup", "a_lib_ms", "b_lib_ms", "a_torch_ms", "b_torch_ms",
+    "a_noise_pct", "b_noise_pct", "a_status", "b_status", "a_timer", "b_timer",
+]  # fmt: skip
+
+
+def _pct(v: float | None) -> float | None:
+    return None if v is None else round(v * 100.0, 4)
+
+
+@dataclass
+class Comparison:
+    """Two summaries joined; built by :func:`compare_summaries`."""
+
+    a: Summary
+    b: Summary
+    check: CaliberCheck
+    rows: list[CompareRow]
+    metric: str = "speedup"
+    k: float = DEFAULT_K
+    threshold: float = DEFAULT_THRESHOLD
+    min_change: float = DEFAULT_MIN_CHANGE
+
+    def counts(self) -> dict[str, int]:
+        out = {v.value: 0 for v in Verdict}
+        for r in self.rows:
+            out[r.verdict.value] += 1
+        return out
+
+    def regressions(self, n: int | None = None) -> list[CompareRow]:
+        rows = [r for r in self.rows if r.verdict == Verdict.SLOWER]
+        rows.sort(key=lambda r: (r.change, r.key))
+        return rows[:n] if n is not None else rows
+
+    def improvements(self, n: int | None = None) -> list[CompareRow]:
+        rows = [r for r in self.rows if r.verdict == Verdict.FASTER]
+        rows.sort(key=lambda r: (-r.change, r.key))
+        return rows[:n] if n is not None else rows
+
+    def broken(self) -> list[CompareRow]:
+        return [r for r in self.rows if r.verdict == Verdict.BROKEN]
+
+    def op_ratios(self) -> list[tuple[str, float, int, int, int]]:
+        """Per op: (op, geometric mean of B/A over rows measured in both, rows, slower, faster), worst first."""
+        acc: dict[str, list] = {}
+        for r in self.rows:
+            if r.change is None:
+                continue
+            e = acc.setdefault(r.op, [0.0, 0, 0, 0])
+            e[0] += math.log(1.0 + r.change)
+            e[1] += 1
+            e[2] += r.verdict == Verdict.SLOWER
+            e[3] += r.verdict == Verdict.FASTER
+        out = [(op, math.exp(s / n), n, sl, fa) for op, (s, n, sl, fa) in acc.items() if n]
+        out.sort(key=lambda t: (t[1], t[0]))
+        return out
+
+    def geomean_ratio(self) -> float | None:
+        logs = [math.log(1.0 + r.change) for r in self.rows if r.change is not None]
+        return math.exp(math.fsum(logs) / len(logs)) if logs else None
+
+    def failing(self, fail_on_pct: float | None) -> list[CompareRow]:
+        """Rows that fail ``--fail-on PCT``: slower by at least PCT %, or broken."""
+        if fail_on_pct is None:
+            return []
+        lim = -abs(fail_on_pct) / 100.0
+        return [
+            r for r in self.rows
+            if r.verdict == Verdict.BROKEN or (r.verdict == Verdict.SLOWER and r.change is not None and r.change <= lim)
+        ]  # fmt: skip
+
+    def sorted_rows(self) -> list[CompareRow]:
+        return sorted(
+            self.rows,
+            key=lambda r: (_SEVERITY[r.verdict], r.change if r.change is not None else 0.0, r.key),
+        )
+
+    def to_csv_text(self) -> str:
+        def cells(r: CompareRow):
+            return [
+                r.op, r.test, r.dtype, r.shape, r.verdict.value, _pct(r.change), _pct(r.band), r.basis,
+                r.a_speedup, r.b_speedup, r.a_lib_ms, r.b_lib_ms, r.a_torch_ms, r.b_torch_ms,
+                _pct(r.a_noise), _pct(r.b_noise), r.a_status, r.b_status, r.a_timer, r.b_timer,
+            ]  # fmt: skip
+
+        return csv_text(CSV_COLUMNS, (cells(r) for r in self.sorted_rows()), bool_columns=())
+
+    def write_csv(self, path: str | Path) -> Path:
+        return write_atomic(path, self.to_csv_text())
+
+
+def _noise(t_rsd: Any, l_rsd: Any, metric: str) -> float | None:
+    if metric == "lib_ms":
+        return float(l_rsd) if l_rsd is not None else None
+    if t_rsd is None or l_rsd is None:
+        return None
+    return math.sqrt(float(t_rsd) ** 2 + float(l_rsd) ** 2)
+
+
+def _timer(r: list) -> str | None:
+    t, l = r[COL["torch_timer"]], r[COL["lib_timer"]]
+    if t is None and l is None:
+        return None
+    return t if t == l else f"{t or '-'}|{l or '-'}"
+
+
+def compare_summaries(
+    a: Summary,
+    b: Summary,
+    *,
+    allow: Iterable[str] = (),
+    metric: str = "speedup",
+    k: float = DEFAULT_K,
+    threshold: float = DEFAULT_THRESHOLD,
+    min_change: float = DEFAULT_MIN_CHANGE,
+    check: CaliberCheck | None = None,
+) -> Comparison:
+    """Join two summaries row by row (the caliber check is the caller's to act on)."""
+    if metric not in ("speedup", "lib_ms"):
+        raise UsageError(f"--metric {metric}: choose speedup or lib_ms")
+    chk = check if check is not None else check_caliber(a.caliber, b.caliber, allow)
+    iop, itest, idt, ish, ist = COL["op"], COL["test"], COL["dtype"], COL["shape"], COL["status"]
+    isp, ilib, itor = COL["speedup"], COL["lib_ms"], COL["torch_ms"]
+    itr, ilr = COL["torch_rsd"], COL["lib_rsd"]
+    a_rows = {(r[iop], r[itest], r[idt], r[ish]): r for r in a.rows}
+    b_status = {o.op: o.status for o in b.ops}
+    out: list[CompareRow] = []
+    seen = set()
+    vi = isp if metric == "speedup" else ilib
+    for rb in b.rows:
+        key = (rb[iop], rb[itest], rb[idt], rb[ish])
+        ra = a_rows.get(key)
+        cr = CompareRow(*key, verdict=Verdict.NEW)
+        cr.b_speedup, cr.b_lib_ms, cr.b_torch_ms, cr.b_status = rb[isp], rb[ilib], rb[itor], rb[ist]
+        cr.b_noise = _noise(rb[itr], rb[ilr], metric)
+        cr.b_timer = _timer(rb)
+        if ra is not None:
+            seen.add(key)
+            cr.a_speedup, cr.a_lib_ms, cr.a_torch_ms, cr.a_status = ra[isp], ra[ilib], ra[itor], ra[ist]
+            cr.a_noise = _noise(ra[itr], ra[ilr], metric)
+            cr.a_timer = _timer(ra)
+            a_ok = ra[ist] == "ok" and ra[vi] is not None and ra[vi] > 0
+            b_ok = rb[ist] == "ok" and rb[vi] is not None and rb[vi] > 0
+            if a_ok and b_ok:
+                ratio = rb[vi] / ra[vi] if metric == "speedup" else ra[vi] / rb[vi]
+                cr.change = ratio - 1.0
+                if cr.a_noise is not None and cr.b_noise is not None:
+                    cr.band = max(k * math.sqrt(cr.a_noise**2 + cr.b_noise**2), min_change)
+                    cr.basis = "noise"
+                else:
+                    cr.band = threshold
+                    cr.basis = "threshold"
+                lr = math.log(ratio)
+                cr.verdict = Verdict.SAME if abs(lr) <= cr.band + 1e-12 else (Verdict.FASTER if lr > 0 else Verdict.SLOWER)
+            elif a_ok:
+                cr.verdict = Verdict.BROKEN
+            elif b_ok:
+                cr.verdict = Verdict.FIXED
+            else:
+                cr.verdict = Verdict.FAILED
+        out.append(cr)
+    for ra in a.rows:
+        key = (ra[iop], ra[itest], ra[idt], ra[ish])
+        if key in seen:
+            continue
+        cr = CompareRow(*key, verdict=Verdict.GONE)
+        cr.a_speedup, cr.a_lib_ms, cr.a_torch_ms, cr.a_status = ra[isp], ra[ilib], ra[itor], ra[ist]
+        cr.a_noise = _noise(ra[itr], ra[ilr], metric)
+        cr.a_timer = _timer(ra)
+        st = b_status.get(ra[iop])
+        if ra[ist] == "ok" and st is not None and st not in ("passed",):
+            cr.verdict = Verdict.BROKEN  # the op failed, timed out or was not run in B
+        out.append(cr)
+    return Comparison(a=a, b=b, check=chk, rows=out, metric=metric, k=k, threshold=threshold, min_change=min_change)
+
+
+# ---------------------------------------------------------------- text report
+
+def _f3(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
+def _chg(v: float | None) -> str:
+    return "-" if v is None else f"{v * 100:+.1f}%"
+
+
+def _short_shape(s: str, n: int = 48) -> str:
+    return s if len(s) <= n else s[: n - 3] + "..."
+
+
+def format_comparison(c: Comparison, *, top: int = 10, ops_top: int = 10) -> str:
+    a, b, chk = c.a, c.b, c.check
+    L = [f"A: {a.name}   B: {b.name}"]
+    if chk.unknown:
+        L.append(f"caliber unknown for {' and '.join(chk.unknown)} (no run_identity.json): cannot check how they were measured")
+    if chk.same:
+        L.append("same caliber: " + ", ".join(f"{f} {_show(v)}" for f, v in chk.same.items()))
+    axis = chk.axis + chk.allowed
+    if axis:
+        L.append("axis (A -> B): " + "; ".join(f"{f} {_show(x)} -> {_show(y)}" for f, x, y in axis))
+        for f, _, _ in chk.allowed:
+            L.append(f"  note: {f} differs (allowed by --allow-mismatch)")
+    else:
+        L.append("axis: none of suite_commit, device_name, backend, vendor differs (a rerun of the same setup)")
+    if chk.dtypes:
+        L.append(f"dtypes differ: A {_show(chk.dtypes[0])}, B {_show(chk.dtypes[1])} (rows only join where both have them)")
+    for f, x, y in chk.info:
+        L.append(f"also differs: {f}: A {_show(x)}, B {_show(y)}")
+    cnt = c.counts()
+    both = cnt["slower"] + cnt["faster"] + cnt["same"]
+    L.append(
+        f"rows: {len(c.rows)}; measured in both {both}: slower {cnt['slower']}, faster {cnt['faster']}, same {cnt['same']}; "
+        f"broken {cnt['broken']}, fixed {cnt['fixed']}, gone {cnt['gone']}, new {cnt['new']}, failed in both {cnt['failed']}"
+    )
+    L.append(
+        f"verdict rule ({c.metric}): same when |change| is within max({c.k:g} x combined noise, {c.min_change * 100:g}%) "
+        f"where both rows carry noise, else within {c.threshold * 100:g}%"
+    )
+    g = c.geomean_ratio()
+    ga, gb = a.geomeans()["overall"], b.geomeans()["overall"]
+    L.append(f"geometric-mean speedup: A {_f3(ga)}  B {_f3(gb)}   B/A over joined rows {_f3(g)}")
+    hdr = f"  {'change':>8} {'band':>6}  {'op':<20} {'dtype':<9} {'A':>8} {'B':>8}  shape"
+
+    def table(title: str, rows: list[CompareRow]) -> None:
+        L.append("")
+        L.append(title)
+        if not rows:
+            L.append("  (none)")
+            return
+        L.append(hdr)
+        for r in rows:
+            op = r.op + (f" {r.test}" if r.test else "")
+            L.append(
+                f"  {_chg(r.change):>8} {('±' + format(r.band * 100, '.1f')) if r.band is not None else '-':>6}  "
+                f"{op:<20} {r.dtype:<9} {_f3(r.a_speedup if c.metric == 'speedup' else r.a_lib_ms):>8} "
+                f"{_f3(r.b_speedup if c.metric == 'speedup' else r.b_lib_ms):>8}  {_short_shape(r.shape)}"
+            )
+
+    table(f"top regressions (B slower than A), {len(c.regressions())} in all:", c.regressions(top))
+    table(f"top improvements (B faster than A), {len(c.improvements())} in all:", c.improvements(top))
+    br = c.broken()
+    if br:
+        L.append("")
+        L.append(f"broken in B ({len(br)} rows measured in A, failed or missing in B):")
+        ops = sorted({r.op for r in br})
+        bst = {o.op: o for o in b.ops}
+        for op in ops[:top]:
+            o = bst.get(op)
+            why = f"{o.status}: {o.error}" if o is not None and o.error else (o.status if o is not None else "not in B")
+            L.append(f"  {op:<24} {sum(1 for r in br if r.op == op)} rows  ({why})")
+    ratios = c.op_ratios()
+    if ratios:
+        L.append("")
+        L.append(f"per-op geometric mean of B/A ({len(ratios)} ops; worst first):")
+        show = ratios if len(ratios) <= 2 * ops_top else ratios[:ops_top] + [None] + ratios[-ops_top:]
+        for t in show:
+            if t is None:
+                L.append("  ...")
+                continue
+            op, ratio, n, sl, fa = t
+            L.append(f"  {op:<24} {ratio:7.3f}  ({n} rows: {sl} slower, {fa} faster)")
+    return "\n".join(L)
