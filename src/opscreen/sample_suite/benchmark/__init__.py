@@ -1,0 +1,1 @@
+"""Benchmarks of opscreen's sample suite (FlagGems' ``benchmark/`` layout, on CPU)."""
