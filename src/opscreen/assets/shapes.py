@@ -1,0 +1,360 @@
+"""Curated shapes: merge an op-keyed shape file into a suite's ``core_shapes.yaml``.
+
+FlagGems' ``Benchmark.set_shapes`` reads one YAML file (``--shape_file``) and looks
+up the benchmark's ``op_name``, then each class name of its MRO (``BlasBenchmark``,
+..., ``Benchmark``), then falls back to 1-D ``DEFAULT_SHAPES``. A replacement file
+that lacks the class-name keys therefore gives BLAS-like benchmarks 1-D shapes and
+they crash unpacking ``(B, M, N, K)``. So a curated set is never passed alone:
+:func:`write_merged_shape_file` writes the suite's own file with the curated keys
+laid over it (:func:`merge_shapes`), and the per-op runner passes that.
+
+File format (FlagGems'): ``key: {shapes: [[...], ...], shape_desc: "..."}`` where
+key is an op name or a benchmark class name. Anchors and merge keys (``<<: *x``)
+are resolved by ``yaml.safe_load``; the merged file is written without aliases.
+
+:func:`check_shape_file` validates a curated file against a suite (unknown keys,
+shapes of a rank the op's benchmark class does not take) and :func:`effective_shapes`
+says which entry each op of the suite gets from the merged file.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+
+__all__ = [
+    "CORE_SHAPES",
+    "merge_shapes",
+    "load_shape_file",
+    "write_merged_shape_file",
+    "curated_shape_source",
+    "repo_ops_dir",
+    "class_chain",
+    "effective_shapes",
+    "check_shape_file",
+    "Finding",
+    "OpShapes",
+]
+
+#: The suite's shape file, relative to its root (FlagGems' layout).
+CORE_SHAPES = Path("benchmark") / "core_shapes.yaml"
+
+#: What an unmatched benchmark gets (FlagGems' consts.DEFAULT_SHAPES is 1-D first).
+DEFAULT_SHAPES_NOTE = "DEFAULT_SHAPES (the suite's built-in default)"
+
+
+# --------------------------------------------------------------------------- load / merge
+
+
+def load_shape_file(path: str | os.PathLike, *, what: str = "shape file") -> dict:
+    """Read a shape YAML as a dict (empty file -> {}); :class:`UsageError` when unusable."""
+    import yaml
+
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read {what} {p}: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise UsageError(f"{what} {p} is not valid YAML{where}: {first}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise UsageError(f"{what} {p} must be a mapping of op or class names to {{shapes: ...}}")
+    return data
+
+
+def merge_shapes(suite_core: dict, curated: dict) -> dict:
+    """The suite's shape table with the curated entries laid over it.
+
+    Every key of ``suite_core`` (class names, op names, anchor holders) survives, in
+    its order; a curated key replaces the suite's entry of the same key (curated
+    wins) and new curated keys follow. A curated entry without ``shape_desc`` keeps
+    the suite's ``shape_desc`` for that key, if any. Inputs are not modified.
+    """
+    if not isinstance(suite_core, dict) or not isinstance(curated, dict):
+        raise UsageError("shape tables must be mappings")
+    merged = copy.deepcopy(suite_core)
+    for key, entry in curated.items():
+        if not isinstance(entry, dict):
+            raise UsageError(f"curated shape entry {key!r} must be a mapping with 'shapes'")
+        new = copy.deepcopy(entry)
+        old = suite_core.get(key)
+        if isinstance(old, dict) and "shape_desc" not in new and "shape_desc" in old:
+            new["shape_desc"] = old["shape_desc"]
+        merged[key] = new
+    return merged
+
+
+def _dump(data: dict) -> str:
+    import yaml
+
+    class NoAliases(yaml.SafeDumper):
+        def ignore_aliases(self, data):  # noqa: D401 - yaml API
+            return True
+
+    return yaml.dump(data, Dumper=NoAliases, sort_keys=False, default_flow_style=None, width=4096)
+
+
+def write_merged_shape_file(suite_root: Path, shape_source: Path, dest: Path) -> Path:
+    """Write ``dest``: the suite's ``benchmark/core_shapes.yaml`` merged with ``shape_source``.
+
+    A suite without a core shape file contributes nothing (the curated keys alone).
+    Returns ``dest``. Raises :class:`UsageError` for an unreadable or malformed file.
+    """
+    suite_root, shape_source, dest = Path(suite_root), Path(shape_source), Path(dest)
+    core_path = suite_root / CORE_SHAPES
+    core = load_shape_file(core_path, what="suite shape file") if core_path.is_file() else {}
+    curated = load_shape_file(shape_source)
+    merged = merge_shapes(core, curated)
+    header = (
+        "# Generated by opscreen: the suite's benchmark/core_shapes.yaml with curated entries laid over it.\n"
+        f"# suite: {core_path if core_path.is_file() else '(no core_shapes.yaml)'}\n"
+        f"# curated: {shape_source}\n"
+        f"# curated keys: {', '.join(str(k) for k in curated) or '(none)'}\n"
+    )
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    tmp.write_text(header + _dump(merged), encoding="utf-8")
+    os.replace(tmp, dest)
+    return dest
+
+
+def repo_ops_dir() -> Path | None:
+    """The repository's ``ops/`` folder (a source checkout or editable install), if any."""
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        cand = parent / "ops"
+        if (cand / "shapes.yaml").is_file():
+            return cand
+        if (parent / "pyproject.toml").is_file():
+            break
+    return None
+
+
+def curated_shape_source(suite_root: Path | None = None) -> Path:
+    """The curated shape file for ``SHAPE_MODE=curated``.
+
+    ``$OPSCREEN_CURATED_SHAPES`` when set; else, for the bundled sample suite, the
+    repository's ``ops/shapes.sample.yaml`` (CPU-sized), and for any other suite
+    ``ops/shapes.yaml`` (FlagGems, accelerator-sized).
+    """
+    env = os.environ.get("OPSCREEN_CURATED_SHAPES")
+    if env:
+        return Path(env).expanduser()
+    ops = repo_ops_dir()
+    if ops is None:
+        raise UsageError("no curated shape file: set OPSCREEN_CURATED_SHAPES or pass a shape file path")
+    if suite_root is not None:
+        try:
+            from .inventory import default_suite_root
+
+            if Path(suite_root).resolve() == default_suite_root().resolve() and (ops / "shapes.sample.yaml").is_file():
+                return ops / "shapes.sample.yaml"
+        except OSError:
+            pass
+    return ops / "shapes.yaml"
+
+
+# --------------------------------------------------------------------------- class chains
+
+
+def _last(name: str) -> str:
+    return name.rsplit(".", 1)[-1]
+
+
+def _class_graph(suite_root: Path, test_file: str | None) -> dict[str, list[str]]:
+    """Class name -> base names (last components), from benchmark/base.py and the test file."""
+    from ..providers.markers import class_bases
+
+    graph: dict[str, list[str]] = {}
+    for path in (suite_root / "benchmark" / "base.py", suite_root / test_file if test_file else None):
+        if path is None:
+            continue
+        for cls, bases in class_bases(path).items():
+            graph[cls] = [_last(b) for b in bases]
+    return graph
+
+
+def class_chain(suite_root: Path, bench_class: str | None, test_file: str | None = None) -> list[str]:
+    """The benchmark class and its bases, nearest first (a static stand-in for the MRO)."""
+    if not bench_class:
+        return []
+    graph = _class_graph(Path(suite_root), test_file)
+    chain: list[str] = []
+    todo = [_last(bench_class)]
+    while todo:
+        name = todo.pop(0)
+        if name in chain or name == "object":
+            continue
+        chain.append(name)
+        todo = graph.get(name, []) + todo  # depth-first, left to right
+    return chain
+
+
+# --------------------------------------------------------------------------- effective shapes / check
+
+
+def _rank(shape: Any) -> int | None:
+    return len(shape) if isinstance(shape, (list, tuple)) else None
+
+
+def _ranks(entry: Any) -> set[int]:
+    shapes = entry.get("shapes") if isinstance(entry, dict) else None
+    if not isinstance(shapes, list):
+        return set()
+    return {r for r in (_rank(s) for s in shapes) if r is not None}
+
+
+@dataclass
+class OpShapes:
+    """Which entry of a shape table an op's benchmark gets, and from where."""
+
+    op: str
+    key: str | None  # the table key that matched; None = DEFAULT_SHAPES
+    origin: str  # "curated", "suite", or "default"
+    shapes: list | None
+    bench_class: str | None
+    chain: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Finding:
+    level: str  # "error" | "warning"
+    key: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.level}: {self.key}: {self.message}"
+
+
+def _op_benchmarks(suite_root: Path, files) -> dict[str, tuple[str | None, str | None]]:
+    """op marker -> (bench_class, test file) of its first test that names a class."""
+    out: dict[str, tuple[str | None, str | None]] = {}
+    for f in files:
+        for t in f.tests:
+            for m in t.markers:
+                if m not in out or (out[m][0] is None and t.bench_class):
+                    out[m] = (t.bench_class, f.path)
+    return out
+
+
+_OP_NAME_RX = re.compile(rb"""op_name\s*=\s*["']([A-Za-z0-9_.]+)["']""")
+
+
+def _op_names(suite_root: Path, files) -> set[str]:
+    """Literal ``op_name="..."`` values in the benchmark files (what set_shapes looks up)."""
+    names: set[str] = set()
+    for f in files:
+        try:
+            names.update(m.decode() for m in _OP_NAME_RX.findall((suite_root / f.path).read_bytes()))
+        except OSError:
+            continue
+    return names
+
+
+def effective_shapes(suite_root: Path, table: dict, curated_keys: set[str] | frozenset = frozenset(), files=None) -> list[OpShapes]:
+    """For every op (marker) of the suite, the entry ``table`` gives its benchmark.
+
+    The op name stands for the benchmark's ``op_name`` (they match for nearly all
+    FlagGems ops); the class chain comes from the scanned benchmark class.
+    """
+    from ..providers.markers import scan_suite
+
+    suite_root = Path(suite_root)
+    files = files if files is not None else scan_suite(suite_root)
+    out: list[OpShapes] = []
+    for op, (bench, test_file) in sorted(_op_benchmarks(suite_root, files).items()):
+        chain = class_chain(suite_root, bench, test_file)
+        key = next((k for k in [op, *chain] if k in table), None)
+        entry = table.get(key) if key is not None else None
+        shapes = entry.get("shapes") if isinstance(entry, dict) else None
+        origin = "default" if key is None else ("curated" if key in curated_keys else "suite")
+        out.append(OpShapes(op, key, origin, shapes, bench, chain))
+    return out
+
+
+def check_shape_file(suite_root: Path, curated: dict, files=None) -> list[Finding]:
+    """Problems of a curated shape table for this suite.
+
+    Errors: an entry that is not ``{shapes: [[...], ...]}``; a key that is neither an
+    op marker, an ``op_name`` of a benchmark, nor a class name of the suite; a shape
+    of the wrong rank: the reference is the suite's own entry for the op, else the
+    class key the op falls back to (first of its class chain in core_shapes.yaml);
+    when every reference shape has one rank (``BlasBenchmark``: 4 = B, M, N, K), the
+    dims are positional and every curated shape must have that rank (mixed-rank
+    references are free tensor shapes: not checked). Warnings: an op key whose
+    benchmark class is unknown; an op_name that is no marker; a curated class key
+    (it changes every op of that class).
+    """
+    from ..providers.markers import class_bases, scan_suite
+
+    suite_root = Path(suite_root)
+    files = files if files is not None else scan_suite(suite_root)
+    core_path = suite_root / CORE_SHAPES
+    core = load_shape_file(core_path, what="suite shape file") if core_path.is_file() else {}
+    markers = _op_benchmarks(suite_root, files)
+    op_names = _op_names(suite_root, files)
+    classes = set(class_bases(suite_root / "benchmark" / "base.py"))
+    for f in files:
+        classes.update(class_bases(suite_root / f.path))
+    classes.update(k for k in core if isinstance(k, str) and k[:1].isupper())
+
+    findings: list[Finding] = []
+    for key, entry in curated.items():
+        key = str(key)
+        shapes = entry.get("shapes") if isinstance(entry, dict) else None
+        if not isinstance(entry, dict) or not isinstance(shapes, list) or not shapes:
+            findings.append(Finding("error", key, "entry must be a mapping with a non-empty 'shapes' list"))
+            continue
+        bad = [s for s in shapes if not isinstance(s, list) or not s]
+        if bad:
+            findings.append(Finding("error", key, f"every shape must be a non-empty list, got {bad[0]!r}"))
+            continue
+        if "shape_desc" in entry and not isinstance(entry["shape_desc"], str):
+            findings.append(Finding("error", key, "shape_desc must be a string"))
+        if key in classes and key not in markers:
+            n = sum(1 for op, (b, tf) in markers.items() if key in class_chain(suite_root, b, tf) and op not in curated)
+            findings.append(Finding("warning", key, f"class key: replaces the suite's shapes for every {key} op without its own key ({n} ops)"))
+            continue
+        if key not in markers and key not in op_names:
+            findings.append(Finding("error", key, "unknown op: no test of the suite carries this marker or op_name"))
+            continue
+        if key not in markers:
+            findings.append(Finding("warning", key, "an op_name of a benchmark but not a marker: 'opscreen run' cannot select it by this name"))
+        bench, test_file = markers.get(key, (None, None))
+        chain = class_chain(suite_root, bench, test_file)
+        if not chain:
+            findings.append(Finding("warning", key, "benchmark class not statically known: ranks not checked"))
+            continue
+        # The reference: the suite's own entry for this op, else the class key it falls back to.
+        ref = key if isinstance(core.get(key), dict) else next((c for c in chain if c in core), None)
+        if ref is None:
+            continue
+        expected = _ranks(core[ref])
+        if len(expected) != 1:
+            continue  # mixed ranks: dims are a free tensor shape, any rank goes
+        got = sorted({len(s) for s in shapes})
+        wrong = [r for r in got if r not in expected]
+        if not wrong:
+            continue
+        desc = core[ref].get("shape_desc")
+        want = next(iter(expected))
+        via = f"the suite's own {key!r} entry" if ref == key else f"{chain[0]}'s class key {ref!r}"
+        msg = (
+            f"shapes of rank {', '.join(map(str, wrong))}, but {via} has rank {want}"
+            + (f" ({desc})" if desc else "")
+        )
+        findings.append(Finding("error", key, msg))
+    return findings
