@@ -13,6 +13,12 @@ from typing import Any, Iterable, Sequence
 __all__ = ["write_atomic", "read_json", "csv_text", "fmt_num"]
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_atomic(path: str | Path, text: str) -> Path:
     """Write ``text`` to ``path`` through a temp file in the same folder and a rename."""
     path = Path(path)
@@ -21,6 +27,7 @@ def write_atomic(path: str | Path, text: str) -> Path:
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             fh.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual mode
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -110,8 +110,8 @@ def make_run(
         nshape = orng.randint(*shapes)
         base_shapes = (_MM if kind == "mm" else _UNARY)[:nshape]
         status = (statuses or {}).get(name)
+        x = rng.random()  # drawn for every op, so forcing one op's status changes no other op
         if status is None:
-            x = rng.random()
             status = (
                 "failed" if x < fail_rate
                 else "timeout" if x < fail_rate + timeout_rate

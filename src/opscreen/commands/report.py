@@ -1,0 +1,49 @@
+"""``opscreen report RUN_DIR``: one self-contained HTML page of a run (and a comparison)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..results.compare import MUST_MATCH, check_caliber, compare_summaries, parse_allow
+from ..results.report import write_report
+from ..results.summary import ensure_summary
+
+NAME = "report"
+HELP = "write a self-contained HTML report of a run (optionally compared with another run)"
+DESCRIPTION = (
+    "Write one HTML file (default RUN_DIR/report.html) that needs no network: the run identity, "
+    "counts by status, the speedup distribution per dtype, the ops sorted by geometric-mean "
+    "speedup, the slowest cases and the failures with links to their run.log. With --against "
+    "OTHER_RUN, the comparison (OTHER_RUN is the baseline A, RUN_DIR is B), regressions first; "
+    "runs measured differently are refused as in 'opscreen compare' (exit status 2)."
+)
+ORDER = 50
+
+
+def add_arguments(p) -> None:
+    p.add_argument("run_dir", metavar="RUN_DIR", help="run directory (opscreen run --out) or op directory")
+    p.add_argument("--against", metavar="OTHER_RUN", help="baseline run to compare with (run dir, op dir or summary.json)")
+    p.add_argument("--out", metavar="FILE", help="HTML file to write (default RUN_DIR/report.html)")
+    p.add_argument(
+        "--allow-mismatch", action="append", default=[], metavar="FIELD",
+        help=f"with --against: compare although FIELD differs ({', '.join(MUST_MATCH)}, or all)",
+    )  # fmt: skip
+    p.add_argument("--rebuild", action="store_true", help="re-make the summaries even when summary.json exists")
+
+
+def run(args) -> int:
+    allow = parse_allow(args.allow_mismatch)
+    s = ensure_summary(args.run_dir, rebuild=args.rebuild)
+    comparison = None
+    if args.against:
+        a = ensure_summary(args.against, rebuild=args.rebuild)
+        chk = check_caliber(a.caliber, s.caliber, allow)
+        if not chk.ok:
+            sys.stderr.write(f"opscreen report: {chk.refusal_text()}\n")
+            return 2
+        comparison = compare_summaries(a, s, check=chk)
+    out = Path(args.out) if args.out else (s.path or Path(args.run_dir)) / "report.html"
+    write_report(s, out, comparison)
+    print(f"wrote {out}")
+    return 0
