@@ -1,0 +1,383 @@
+"""Child plugin: graph capture and replay timing, with a per-shape fallback.
+
+Loaded with ``-p opscreen.child.graph`` (before ``-p opscreen.child.timing``)
+only where the plugin plan chose the graph timer; a run without graph capture
+never imports this module. At import it registers :data:`PROVIDER` with
+``opscreen.child.timed``; the timing plugin finds it there.
+
+One measurement (:func:`measure_graph`), for each callable the suite times:
+
+1. warm-up: on a side stream, the callable runs alone once (Triton compiles and
+   autotunes there), then in growing batches until at least ``warmup_calls``
+   calls and ``warmup_ms`` ms have passed and two consecutive batches agree on
+   the per-call time within 10 %; no capture ever sees a first run;
+2. capture: ``k`` back-to-back calls (about ``sample_ms`` worth; 1 with the L2
+   flush) into a fresh graph, on the side stream, under a throwaway RNG state
+   (the default generator's state is swapped for a clone during capture and
+   restored after, so an aborted capture cannot leave it in capture mode and
+   poison every later ``torch.randn``);
+3. replay: one untimed replay, then samples, each one replay between two
+   device events (after an L2 flush when enabled), ms / k per sample, batched
+   without host sync in between; adaptive stopping as in timing.py.
+
+When a phase raises, a device-fatal error ends the process (status 86, see
+errors.py); anything else drops the graph, checks that no stream is left
+capturing, waits for the device, and times that shape with the direct timer,
+tagged ``graph-fallback:<phase>``. The run goes on; the next shape tries the
+graph again.
+
+The graph API is pluggable (:class:`GraphAPI`): :class:`TorchGraphAPI` drives
+``torch.cuda.CUDAGraph`` (CUDA and HIP), and by the config's
+``capabilities.graph_api`` also ``torch.musa.MUSAGraph`` or
+``torch_npu.npu.NPUGraph``; tests inject a fake one on the CPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import sys
+import time
+from typing import Any, Callable, Optional
+
+from . import config as _config
+from . import errors as _errors
+from . import timed as _timed
+from .timing import Result, Settings, adaptive_sample, calls_per_sample, warm_up
+
+DEFAULT_GRAPH_API = "torch.cuda.CUDAGraph"
+FALLBACK_L2_BYTES = 256 * 1024 * 1024  # triton's flush buffer size, when the L2 size is unknown
+
+
+class GraphStateError(RuntimeError):
+    """The device or stream state after a failed capture is not clean."""
+
+
+class GraphAPI:
+    """What the graph timer needs from a vendor's graph support.
+
+    Methods: :meth:`stream` (a context manager making a non-default side stream
+    current), :meth:`synchronize`, :meth:`event` (an object with ``record()`` and
+    ``elapsed_time(end)`` in ms), :meth:`new_graph`, :meth:`capture` (run a body
+    under capture; on failure leave no capture open and re-raise),
+    :meth:`replay`, :meth:`drop` (release a graph and its memory),
+    :meth:`is_capturing` (the current stream), :meth:`rng_guard` (a throwaway
+    RNG state for the capture), :meth:`recover` (after a failure: clean state or
+    raise), :meth:`can_flush_l2` / :meth:`flush_l2`.
+    """
+
+    name = "abstract"
+
+    def stream(self):
+        return contextlib.nullcontext()
+
+    def synchronize(self) -> None:
+        pass
+
+    def event(self):
+        raise NotImplementedError
+
+    def new_graph(self):
+        raise NotImplementedError
+
+    def capture(self, graph, body: Callable[[], None]) -> None:
+        raise NotImplementedError
+
+    def replay(self, graph) -> None:
+        raise NotImplementedError
+
+    def drop(self, graph) -> None:
+        pass
+
+    def is_capturing(self) -> bool:
+        return False
+
+    def rng_guard(self):
+        return contextlib.nullcontext()
+
+    def recover(self) -> None:
+        self.synchronize()
+        if self.is_capturing():
+            raise GraphStateError("the current stream is still capturing after a failed capture")
+
+    def can_flush_l2(self) -> bool:
+        return False
+
+    def flush_l2(self) -> None:
+        pass
+
+
+def resolve_graph_api(dotted: str):
+    """``"torch.cuda.CUDAGraph"`` -> (the module holding it, the class), importing
+    the longest importable prefix (``torch_npu.npu.NPUGraph`` imports torch_npu)."""
+    parts = dotted.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        try:
+            for p in parts[i:-1]:
+                obj = getattr(obj, p)
+            return obj, getattr(obj, parts[-1])
+        except AttributeError:
+            continue
+    raise ImportError(f"cannot resolve the graph API {dotted!r}")
+
+
+class TorchGraphAPI(GraphAPI):
+    """torch's graph classes (``torch.cuda.CUDAGraph`` and its vendor twins).
+
+    Lifecycle: built once per process by :class:`GraphProvider`; resolves the
+    device module lazily; keeps one side stream, replaced after any failed
+    capture, and one L2 flush buffer (2 x the device's L2 size, or 256 MiB).
+    """
+
+    def __init__(self, graph_api: str = DEFAULT_GRAPH_API, device_type: Optional[str] = None,
+                 capture_error_mode: str = "thread_local", device_index: Optional[int] = None):
+        self.name = graph_api
+        self.graph_api = graph_api
+        self.device_type = device_type
+        self.capture_error_mode = capture_error_mode
+        self.device_index = device_index
+        self._dev = None
+        self._graph_cls = None
+        self._stream = None
+        self._flush_buf = None
+
+    # -- plumbing
+    def dev(self):
+        if self._dev is None:
+            self._dev, self._graph_cls = resolve_graph_api(self.graph_api)
+            if self.device_type is None:
+                self.device_type = getattr(self._dev, "__name__", "cuda").rsplit(".", 1)[-1]
+        return self._dev
+
+    def _index(self) -> int:
+        if self.device_index is not None:
+            return int(self.device_index)
+        current = getattr(self.dev(), "current_device", None)
+        return int(current()) if current else 0
+
+    @contextlib.contextmanager
+    def stream(self):
+        dev = self.dev()
+        if self._stream is None:
+            self._stream = dev.Stream()
+        with dev.stream(self._stream):
+            yield
+
+    def synchronize(self) -> None:
+        self.dev().synchronize()
+
+    def event(self):
+        return self.dev().Event(enable_timing=True)
+
+    def new_graph(self):
+        self.dev()
+        return self._graph_cls()
+
+    def is_capturing(self) -> bool:
+        fn = getattr(self.dev(), "is_current_stream_capturing", None)
+        return bool(fn()) if fn else False
+
+    # -- capture
+    def capture(self, graph, body: Callable[[], None]) -> None:
+        self.synchronize()
+        try:
+            graph.capture_begin(capture_error_mode=self.capture_error_mode)
+        except TypeError:
+            graph.capture_begin()
+        try:
+            body()
+        except BaseException:
+            # end the capture on this stream (capture_end checks it is the same one);
+            # an invalidated capture makes capture_end raise: the body's error matters
+            if self.is_capturing():
+                try:
+                    graph.capture_end()
+                except Exception:
+                    pass
+            raise
+        graph.capture_end()
+
+    def replay(self, graph) -> None:
+        graph.replay()
+
+    def drop(self, graph) -> None:
+        try:
+            graph.reset()
+        except Exception:
+            pass
+
+    @contextlib.contextmanager
+    def rng_guard(self):
+        """Swap the default generator's state for a clone during capture.
+
+        The graph registers whatever state is current when it captures, so it
+        keeps the clone; a capture that dies half-way leaves only the clone in
+        capture mode. The real state is restored whatever happens.
+        """
+        gen = None
+        try:
+            gens = getattr(self.dev(), "default_generators", None)
+            gen = gens[self._index()] if gens else None
+        except Exception:
+            gen = None
+        if gen is None or not all(hasattr(gen, a) for a in ("graphsafe_get_state", "graphsafe_set_state", "clone_state")):
+            yield
+            return
+        try:
+            saved = gen.graphsafe_get_state()
+            gen.graphsafe_set_state(gen.clone_state())
+        except Exception:
+            yield
+            return
+        try:
+            yield
+        finally:
+            gen.graphsafe_set_state(saved)
+
+    def recover(self) -> None:
+        self._stream = None  # never capture again on a stream whose capture went wrong
+        self.synchronize()
+        if self.is_capturing():
+            raise GraphStateError("the current stream is still capturing after a failed capture")
+
+    # -- L2 flush
+    def l2_flush_bytes(self) -> int:
+        try:
+            props = self.dev().get_device_properties(self._index())
+            size = getattr(props, "L2_cache_size", None) or getattr(props, "l2_cache_size", None)
+            if size:
+                return 2 * int(size)
+        except Exception:
+            pass
+        return FALLBACK_L2_BYTES
+
+    def can_flush_l2(self) -> bool:
+        return True
+
+    def flush_l2(self) -> None:
+        if self._flush_buf is None:
+            import torch
+
+            self.dev()
+            device = torch.device(self.device_type, self._index())
+            self._flush_buf = torch.empty(self.l2_flush_bytes(), dtype=torch.int8, device=device)
+        self._flush_buf.zero_()
+
+
+def measure_graph(call: Callable[[], Any], settings: Settings, api: GraphAPI,
+                  direct: Callable[[], Result], clock: Callable[[], float] = time.perf_counter,
+                  exit_fn: Optional[Callable[[str, str], Any]] = None) -> Result:
+    """Time ``call`` by graph replay; on a recoverable failure, time it with ``direct()``.
+
+    Returns a :class:`~opscreen.child.timing.Result` with timer ``graph``, or the
+    direct result retagged ``graph-fallback:<phase>`` with the error in
+    ``fallback``. A device-fatal error calls ``exit_fn(kind, message)``
+    (default: ``config.fatal_exit``, which does not return).
+    """
+    phase = "warmup"
+    graph = None
+    try:
+        with api.stream():
+            api.synchronize()
+
+            def run_batch(k: int) -> float:
+                start, end = api.event(), api.event()
+                start.record()
+                for _ in range(k):
+                    call()
+                end.record()
+                api.synchronize()
+                return float(start.elapsed_time(end))
+
+            w = warm_up(run_batch, settings, clock)
+            flush = bool(settings.l2_flush and api.can_flush_l2())
+            n_calls = 1 if flush else calls_per_sample(w.ms_per_call, settings)
+
+            phase = "capture"
+            graph = api.new_graph()
+
+            def body():
+                for _ in range(n_calls):
+                    call()
+
+            with api.rng_guard():
+                api.capture(graph, body)
+
+            phase = "replay"
+
+            def take(b: int) -> list:
+                api.replay(graph)  # untimed: keeps the device busy while the timed ones queue
+                pairs = []
+                for _ in range(b):
+                    if flush:
+                        api.flush_l2()
+                    start, end = api.event(), api.event()
+                    start.record()
+                    api.replay(graph)
+                    end.record()
+                    pairs.append((start, end))
+                api.synchronize()
+                return [float(s.elapsed_time(e)) / n_calls for s, e in pairs]
+
+            stats = adaptive_sample(take, settings, clock)
+        return Result(_timed.TIMER_GRAPH, stats,
+                      extra={"calls_per_replay": n_calls, "warmup_calls": w.calls, "l2_flush": flush})
+    except Exception as exc:
+        verdict = _errors.exit_if_fatal(exc, exit_fn)
+        if graph is not None:
+            api.drop(graph)
+            graph = None
+        try:
+            api.recover()
+        except Exception as exc2:
+            _errors.exit_if_fatal(exc2, exit_fn)
+            print(f"opscreen graph: state after the failed {phase} is not clean: {_config.one_line(exc2, 200)}",
+                  file=sys.stderr)
+        return direct().as_fallback(phase, verdict, exc)
+    finally:
+        if graph is not None:
+            api.drop(graph)
+
+
+class GraphProvider:
+    """What timing.py calls: ``measure(call, settings, direct) -> Result``.
+
+    Builds its :class:`GraphAPI` on first use from the child config
+    (``capabilities.graph_api``, ``device_type``, ``device_ordinal``) unless one
+    is given (tests).
+    """
+
+    def __init__(self, api: Optional[GraphAPI] = None):
+        self._api = api
+
+    def api(self, settings: Settings) -> GraphAPI:
+        if self._api is None:
+            cfg = _config.load()
+            caps = cfg.get("capabilities") or {}
+            ordinal = cfg.get("device_ordinal")
+            self._api = TorchGraphAPI(
+                caps.get("graph_api") or DEFAULT_GRAPH_API,
+                device_type=cfg.get("device_type"),
+                capture_error_mode=settings.capture_error_mode,
+                device_index=int(ordinal) if isinstance(ordinal, int) else None,
+            )
+        return self._api
+
+    def set_api(self, api: Optional[GraphAPI]) -> None:
+        self._api = api
+
+    def measure(self, call: Callable[[], Any], settings: Settings, direct: Callable[[], Result]) -> Result:
+        return measure_graph(call, settings, self.api(settings), direct)
+
+
+PROVIDER = GraphProvider()
+_timed.register_graph_provider(PROVIDER)
+
+
+def pytest_report_header(config):
+    caps = _config.load().get("capabilities") or {}
+    return f"opscreen graph: {caps.get('graph_api') or DEFAULT_GRAPH_API} (per-shape fallback to the direct timer)"

@@ -1,0 +1,647 @@
+"""Child plugin: replaces the suite's timing call with a timer you can trust.
+
+Loaded with ``-p opscreen.child.timing`` (after ``-p opscreen.child.graph`` when
+graph capture is planned). It replaces ``triton.testing.do_bench`` and
+``triton.testing.do_bench_cudagraph`` and the ``do_bench`` /
+``do_bench_cudagraph`` globals of the suite's base module (``benchmark.base``;
+see ``timing.patch_modules``) with one measuring function, whose timer comes
+from the child config's ``timer`` (the harness already resolved ``auto``):
+
+``graph``
+    explicit warm-up, capture on a side stream under a throwaway RNG state,
+    replay timed with device events; a shape whose warm-up, capture or replay
+    fails falls back to the direct timer, tagged ``graph-fallback:<phase>``
+    (the machinery lives in ``opscreen.child.graph``; without that plugin the
+    direct timer is used).
+``direct``
+    the suite's own ``do_bench`` (the function replaced), asked for all its
+    samples so the value carries a sample count and noise.
+``wallclock``
+    a monotonic-clock timer for the CPU backend.
+
+Graph and wallclock sample adaptively: after ``min_samples`` they stop as soon
+as the relative standard deviation of the samples is at most ``target_rsd``,
+or at ``max_samples``, or when ``max_time_s`` is spent (in the spirit of
+nvbench's ``stdrel`` criterion). Each call returns a
+:class:`~opscreen.child.timed.TimedFloat`.
+
+Lifecycle: ``pytest_configure`` reads the config and patches what is already
+imported; ``pytest_collection_finish`` and every ``pytest_runtest_setup``
+patch again (idempotent) to catch modules the suite imported meanwhile;
+``pytest_unconfigure`` restores the originals. A nested call (an autotuner
+benchmarking inside a measured call) or a call with ``quantiles`` (the
+autotuners' signature; the suite never passes it) goes to the original.
+A device-fatal error seen by the replacement ends the process with status 86
+(``OPSCREEN-FATAL:`` line; see errors.py).
+
+Imports only the standard library and pytest at module level; torch lazily.
+Knobs and warm-up semantics: docs/timing.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import math
+import statistics
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Optional, Sequence
+
+import pytest
+
+from . import config as _config
+from . import errors as _errors
+from .timed import (
+    FALLBACK_PREFIX,
+    TIMER_DIRECT,
+    TIMER_GRAPH,
+    TIMER_WALLCLOCK,
+    TimedFloat,
+    graph_provider,
+)
+
+TRITON_TESTING = "triton.testing"
+BENCH_ATTRS = ("do_bench", "do_bench_cudagraph")
+# Ascend's Triton exposes its own event timer that FlagGems calls on that vendor.
+ASCEND_TESTING = "triton.backends.ascend.testing"
+MAX_WARMUP_CALLS = 1_000_000
+SETTLE_TOLERANCE = 0.10  # warm-up: per-call time of two consecutive batches within 10 %
+
+
+# -- settings -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The timing knobs (docs/timing.md). Build with :meth:`from_config`."""
+
+    target_rsd: float = 0.005
+    min_samples: int = 10
+    max_samples: int = 1000
+    max_time_s: float = 2.0
+    warmup_calls: int = 3
+    warmup_ms: float = 25.0
+    l2_flush: bool = False
+    sample_ms: float = 1.0
+    max_calls_per_sample: int = 256
+    max_warmup_s: float = 30.0
+    capture_error_mode: str = "thread_local"
+
+    @classmethod
+    def from_config(cls, cfg: Optional[dict] = None, environ: Optional[dict] = None) -> "Settings":
+        raw = _config.timing_settings(cfg, environ)
+        return cls(**{f.name: raw[f.name] for f in fields(cls) if f.name in raw}).normalized()
+
+    def normalized(self) -> "Settings":
+        min_samples = max(1, int(self.min_samples))
+        return Settings(
+            target_rsd=max(0.0, float(self.target_rsd)),
+            min_samples=min_samples,
+            max_samples=max(min_samples, int(self.max_samples)),
+            max_time_s=max(1e-6, float(self.max_time_s)),
+            warmup_calls=max(0, int(self.warmup_calls)),
+            warmup_ms=max(0.0, float(self.warmup_ms)),
+            l2_flush=bool(self.l2_flush),
+            sample_ms=max(1e-6, float(self.sample_ms)),
+            max_calls_per_sample=max(1, int(self.max_calls_per_sample)),
+            max_warmup_s=max(1e-6, float(self.max_warmup_s)),
+            capture_error_mode=str(self.capture_error_mode),
+        )
+
+    def describe(self) -> str:
+        return (f"target_rsd={self.target_rsd:g} min_samples={self.min_samples} max_samples={self.max_samples} "
+                f"max_time_s={self.max_time_s:g} warmup_calls={self.warmup_calls} warmup_ms={self.warmup_ms:g} "
+                f"sample_ms={self.sample_ms:g} l2_flush={'on' if self.l2_flush else 'off'}")
+
+
+# -- statistics and the stopping rule ---------------------------------------------
+
+
+def rsd(values: Sequence[float]) -> Optional[float]:
+    """Relative standard deviation (sample stdev / |mean|); None below two samples."""
+    if len(values) < 2:
+        return None
+    mean = statistics.fmean(values)
+    sd = statistics.stdev(values)
+    if mean == 0:
+        return 0.0 if sd == 0 else math.inf
+    return sd / abs(mean)
+
+
+@dataclass
+class SampleStats:
+    """The samples of one measurement (ms per call) and why sampling stopped:
+    ``target_rsd``, ``max_samples``, ``max_time`` or ``direct`` (the suite's timer chose)."""
+
+    values: list
+    reason: str
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.values)
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.values)
+
+    @property
+    def rsd(self) -> Optional[float]:
+        return rsd(self.values)
+
+    def statistic(self, return_mode: Optional[str]) -> float:
+        if return_mode == "mean":
+            return self.mean
+        if return_mode == "min":
+            return min(self.values)
+        if return_mode == "max":
+            return max(self.values)
+        return self.median
+
+
+def adaptive_sample(take_batch: Callable[[int], Sequence[float]], settings: Settings,
+                    clock: Callable[[], float] = time.perf_counter) -> SampleStats:
+    """Collect samples in batches until the noise target, the sample cap or the time cap.
+
+    ``take_batch(k)`` returns k samples (ms per call). The first batch is
+    ``min_samples``; later ones grow by a quarter of what is there, never past
+    the caps. After each batch: stop when at least ``min_samples`` samples have
+    an rsd <= ``target_rsd``; else at ``max_samples``; else when ``max_time_s``
+    (measured by ``clock``) is spent and at least two samples exist.
+    """
+    values: list = []
+    start = clock()
+    batch = settings.min_samples
+    while True:
+        got = list(take_batch(batch))
+        if not got:
+            raise RuntimeError("the sampler returned no samples")
+        values.extend(float(v) for v in got)
+        n = len(values)
+        elapsed = clock() - start
+        noise = rsd(values)
+        if n >= settings.min_samples and noise is not None and noise <= settings.target_rsd:
+            return SampleStats(values, "target_rsd")
+        if n >= settings.max_samples:
+            return SampleStats(values, "max_samples")
+        if elapsed >= settings.max_time_s and n >= min(2, settings.min_samples):
+            return SampleStats(values, "max_time")
+        batch = max(1, math.ceil(n / 4))
+        if elapsed > 0:
+            per_sample = elapsed / n
+            batch = min(batch, max(1, math.ceil((settings.max_time_s - elapsed) / per_sample - 1e-9)))
+        batch = max(1, min(batch, settings.max_samples - n))
+
+
+@dataclass
+class Warmup:
+    """What the warm-up did: calls made (the first included), the first call's time,
+    the settled per-call time (ms) and why it stopped (``settled`` or ``max_warmup``)."""
+
+    calls: int
+    first_ms: float
+    ms_per_call: float
+    reason: str
+
+
+def warm_up(run_batch: Callable[[int], float], settings: Settings,
+            clock: Callable[[], float] = time.perf_counter) -> Warmup:
+    """Call the measured callable until JIT compilation and autotuning are done and
+    its per-call time has settled.
+
+    ``run_batch(k)`` runs it k times, waits for the device and returns the
+    elapsed ms. The first call runs alone and unbounded (Triton compiles and
+    autotunes there). Then batches run until all of: at least ``warmup_calls``
+    calls and ``warmup_ms`` ms after the first, and two consecutive batches
+    agreeing on the per-call time within 10 %. ``max_warmup_s`` caps the whole.
+    """
+    t0 = clock()
+    first = float(run_batch(1))
+    calls = 1
+    total = 0.0
+    prev: Optional[float] = None
+    batch = max(1, settings.warmup_calls)
+    per = first
+    while True:
+        ms = float(run_batch(batch))
+        calls += batch
+        total += ms
+        per = ms / batch
+        settled = prev is not None and abs(per - prev) <= SETTLE_TOLERANCE * max(prev, 0.0)
+        if settled and calls - 1 >= settings.warmup_calls and total >= settings.warmup_ms:
+            return Warmup(calls, first, per, "settled")
+        if clock() - t0 >= settings.max_warmup_s or calls >= MAX_WARMUP_CALLS:
+            return Warmup(calls, first, per, "max_warmup")
+        prev = per
+        need = math.ceil((settings.warmup_ms - total) / per) if per > 0 else batch * 2
+        batch = max(1, min(batch * 2, max(need, batch)))
+
+
+def calls_per_sample(ms_per_call: float, settings: Settings) -> int:
+    """How many calls one sample (one graph replay, one timed loop) holds: about
+    ``sample_ms`` worth, between 1 and ``max_calls_per_sample``."""
+    if not ms_per_call or ms_per_call <= 0 or math.isnan(ms_per_call):
+        return settings.max_calls_per_sample
+    return int(max(1, min(settings.max_calls_per_sample, round(settings.sample_ms / ms_per_call))))
+
+
+# -- results --------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    """One measurement: the timer that made it, its samples (or a single value when
+    the timer gave one number) and, for a graph fallback, what went wrong."""
+
+    timer: str
+    stats: Optional[SampleStats] = None
+    value: Optional[float] = None
+    fallback: Optional[dict] = None
+    extra: dict = field(default_factory=dict)
+
+    def as_fallback(self, phase: str, verdict: "_errors.Verdict", error: BaseException) -> "Result":
+        return Result(
+            FALLBACK_PREFIX + phase,
+            self.stats,
+            self.value,
+            {"phase": phase, "class": verdict.cls, "kind": verdict.kind,
+             "message": _config.one_line(verdict.message or f"{type(error).__name__}: {error}", 300)},
+            dict(self.extra),
+        )
+
+    def output(self, return_mode: Optional[str] = "median"):
+        """What the replaced function returns: a TimedFloat, or a list for ``all``."""
+        if self.stats is not None:
+            if return_mode == "all":
+                return list(self.stats.values)
+            return TimedFloat(self.stats.statistic(return_mode), self.timer, self.stats.n, self.stats.rsd)
+        if isinstance(self.value, (list, tuple)):
+            return list(self.value)
+        return TimedFloat(self.value if self.value is not None else math.nan, self.timer, None, None)
+
+
+# -- the timers -------------------------------------------------------------------
+
+
+def make_call(fn: Callable[[], Any], grad_to_none: Optional[Sequence[Any]] = None) -> Callable[[], Any]:
+    """The measured callable: ``fn``, with gradients reset first when asked (as triton does)."""
+    if not grad_to_none:
+        return fn
+
+    def call():
+        for x in grad_to_none:
+            x.grad = None
+        return fn()
+
+    return call
+
+
+class WallclockTimer:
+    """Monotonic-clock timing with adaptive sampling (the CPU backend's timer).
+
+    One sample is ``k`` back-to-back calls timed together (``k`` from the
+    warm-up, about ``sample_ms`` worth), divided by ``k``. ``sync`` waits for a
+    device when wallclock timing is asked for one (None on the CPU).
+    """
+
+    name = TIMER_WALLCLOCK
+
+    def __init__(self, settings: Settings, clock: Callable[[], float] = time.perf_counter,
+                 sync: Optional[Callable[[], None]] = None):
+        self.settings = settings
+        self.clock = clock
+        self.sync = sync
+
+    def measure(self, call: Callable[[], Any]) -> Result:
+        clock, sync = self.clock, self.sync
+
+        def run_batch(k: int) -> float:
+            if sync:
+                sync()
+            t = clock()
+            for _ in range(k):
+                call()
+            if sync:
+                sync()
+            return (clock() - t) * 1e3
+
+        w = warm_up(run_batch, self.settings, clock)
+        k = calls_per_sample(w.ms_per_call, self.settings)
+        stats = adaptive_sample(lambda b: [run_batch(k) / k for _ in range(b)], self.settings, clock)
+        return Result(TIMER_WALLCLOCK, stats, extra={"calls_per_sample": k, "warmup_calls": w.calls})
+
+
+_ALL_UNSUPPORTED: set = set()
+
+
+def _params(fn) -> Optional[set]:
+    try:
+        return set(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return None
+
+
+def _raised_in(exc: BaseException, fn) -> bool:
+    """True when ``exc`` was raised by ``fn``'s own code (not by something it called)."""
+    code = getattr(fn, "__code__", None)
+    tb = exc.__traceback__
+    last = None
+    while tb is not None:
+        last = tb
+        tb = tb.tb_next
+    return code is not None and last is not None and last.tb_frame.f_code is code
+
+
+@dataclass
+class BenchCall:
+    """A call of ``do_bench``/``do_bench_cudagraph`` with its arguments by name."""
+
+    kind: str
+    fn: Callable[[], Any]
+    warmup: Any = None
+    rep: Any = None
+    grad_to_none: Any = None
+    quantiles: Any = None
+    return_mode: Optional[str] = "mean"
+    extra: dict = field(default_factory=dict)
+
+
+_TRITON_ORDER = {
+    "do_bench": ("warmup", "rep", "grad_to_none", "quantiles", "return_mode"),
+    "do_bench_cudagraph": ("rep", "grad_to_none", "quantiles", "return_mode"),
+}
+
+
+def parse_call(kind: str, original, fn, args: tuple, kwargs: dict) -> BenchCall:
+    """Name the arguments of a timing call as the original function would bind them."""
+    named: dict = {}
+    try:
+        sig = inspect.signature(original)
+        bound = sig.bind(fn, *args, **kwargs)
+        bound.apply_defaults()
+        named = dict(bound.arguments)
+        named.pop(next(iter(sig.parameters)), None)  # the callable itself
+        for name, p in sig.parameters.items():
+            if p.kind is inspect.Parameter.VAR_KEYWORD and name in named:
+                named.update(named.pop(name))
+            elif p.kind is inspect.Parameter.VAR_POSITIONAL:
+                named.pop(name, None)
+    except (TypeError, ValueError):
+        order = _TRITON_ORDER.get(kind, _TRITON_ORDER["do_bench"])
+        named = dict(zip(order, args))
+        named.update(kwargs)
+    call = BenchCall(kind, fn)
+    for key in ("warmup", "rep", "grad_to_none", "quantiles", "return_mode"):
+        if key in named:
+            setattr(call, key, named.pop(key))
+    call.extra = named
+    return call
+
+
+def run_direct(original, call: BenchCall) -> Result:
+    """The direct timer: the suite's own ``do_bench``, asked for all samples
+    (``return_mode="all"``) where it supports that, else for the caller's statistic."""
+    params = _params(original)
+    kw: dict = {}
+    for name in ("warmup", "rep", "grad_to_none"):
+        value = getattr(call, name)
+        if value is not None and (params is None or name in params):
+            kw[name] = value
+    fn = call.fn
+    accepts_mode = params is None or "return_mode" in params
+    if accepts_mode and id(original) not in _ALL_UNSUPPORTED:
+        try:
+            res = original(fn, return_mode="all", **kw)
+        except (AssertionError, ValueError, KeyError, TypeError) as exc:
+            if not _raised_in(exc, original):
+                raise
+            _ALL_UNSUPPORTED.add(id(original))
+            res = original(fn, return_mode=call.return_mode or "median", **kw)
+    elif accepts_mode:
+        res = original(fn, return_mode=call.return_mode or "median", **kw)
+    else:
+        res = original(fn, **kw)
+    if isinstance(res, (list, tuple)) and res and all(isinstance(v, (int, float)) for v in res):
+        return Result(TIMER_DIRECT, SampleStats([float(v) for v in res], "direct"))
+    if isinstance(res, (list, tuple)):
+        return Result(TIMER_DIRECT, None, float(res[0]) if res else math.nan)
+    return Result(TIMER_DIRECT, None, float(res))
+
+
+# -- the plugin's state and the replacement functions -------------------------------
+
+
+def _device_sync(cfg: dict) -> Optional[Callable[[], None]]:
+    device_type = (cfg.get("device_type") or "cpu").lower()
+    if device_type == "cpu":
+        return None
+    try:
+        import torch
+
+        mod = getattr(torch, device_type, None)
+        return getattr(mod, "synchronize", None)
+    except Exception:
+        return None
+
+
+class TimingState:
+    """Everything the plugin holds between hooks. Lifecycle: :meth:`configure`
+    (pytest_configure), :meth:`install` (repeatedly, idempotent),
+    :meth:`uninstall` (pytest_unconfigure)."""
+
+    def __init__(self):
+        self.cfg: dict = {}
+        self.timer: Optional[str] = None
+        self.settings = Settings()
+        self.originals: dict = {}  # (module name, attr) -> original function
+        self.local = threading.local()
+        self.fallbacks: list = []
+        self.counts: Counter = Counter()
+        self.warned: set = set()
+        self._sync = None
+
+    # -- configuration
+    def configure(self, cfg: dict, environ: Optional[dict] = None) -> None:
+        self.cfg = cfg
+        self.timer = _config.planned_timer(cfg, environ)
+        self.settings = Settings.from_config(cfg, environ)
+        caps = cfg.get("capabilities") or {}
+        if self.settings.l2_flush and caps.get("l2_flush") is False:
+            self.settings = Settings(**{**self.settings.__dict__, "l2_flush": False})
+        self._sync = _device_sync(cfg) if self.timer == TIMER_WALLCLOCK else None
+
+    @property
+    def active(self) -> bool:
+        return self.timer is not None
+
+    def header(self) -> str:
+        if not self.active:
+            return "opscreen timing: inactive (no timer in the child config)"
+        extra = ""
+        if self.timer == TIMER_GRAPH:
+            extra = " (graph plugin loaded)" if graph_provider() is not None else " (graph plugin NOT loaded: direct timer)"
+        return f"opscreen timing: timer={self.timer}{extra} {self.settings.describe()}"
+
+    # -- patching
+    def _targets(self) -> list:
+        targets = []
+        if "triton" in sys.modules:
+            try:
+                importlib.import_module(TRITON_TESTING)
+            except Exception:
+                pass
+        if TRITON_TESTING in sys.modules:
+            targets.append((TRITON_TESTING, BENCH_ATTRS))
+        if ASCEND_TESTING in sys.modules:
+            targets.append((ASCEND_TESTING, ("do_bench_npu",)))
+        for name in _config.timing_settings(self.cfg).get("patch_modules") or ():
+            if name in sys.modules:
+                targets.append((name, BENCH_ATTRS))
+        return targets
+
+    def install(self) -> list:
+        """Replace every timing function that is importable now; returns what was patched."""
+        done = []
+        if not self.active:
+            return done
+        for modname, attrs in self._targets():
+            module = sys.modules.get(modname)
+            for attr in attrs:
+                current = getattr(module, attr, None)
+                if current is None or not callable(current):
+                    continue
+                if getattr(current, "_opscreen_original", None) is not None:
+                    self.originals.setdefault((modname, attr), current._opscreen_original)
+                    continue
+                self.originals[(modname, attr)] = current
+                kind = "do_bench_cudagraph" if attr == "do_bench_cudagraph" else "do_bench"
+                setattr(module, attr, self.replacement(kind, modname, current))
+                done.append(f"{modname}.{attr}")
+        return done
+
+    def uninstall(self) -> None:
+        for (modname, attr), original in list(self.originals.items()):
+            module = sys.modules.get(modname)
+            current = getattr(module, attr, None) if module else None
+            if current is not None and getattr(current, "_opscreen_original", None) is original:
+                setattr(module, attr, original)
+        self.originals.clear()
+
+    def original_do_bench(self, modname: str, kind: str = "do_bench"):
+        """The direct timer for a call that came through ``modname``: that module's
+        own ``do_bench`` if it has one, else triton's."""
+        for key in ((modname, "do_bench"), (modname, "do_bench_npu"), (TRITON_TESTING, "do_bench")):
+            fn = self.originals.get(key)
+            if fn is not None:
+                return fn
+        mod = sys.modules.get(TRITON_TESTING)
+        fn = getattr(mod, "do_bench", None) if mod else None
+        return getattr(fn, "_opscreen_original", fn)
+
+    def replacement(self, kind: str, modname: str, original):
+        state = self
+
+        @functools.wraps(original)
+        def timed_bench(fn, *args, **kwargs):
+            if not state.active or getattr(state.local, "depth", 0) > 0 or kwargs.get("quantiles") is not None:
+                return original(fn, *args, **kwargs)
+            call = parse_call(kind, original, fn, args, kwargs)
+            if call.quantiles is not None:
+                return original(fn, *args, **kwargs)
+            state.local.depth = getattr(state.local, "depth", 0) + 1
+            try:
+                result = state.measure(call, modname)
+            except Exception as exc:
+                _errors.exit_if_fatal(exc)
+                raise
+            finally:
+                state.local.depth -= 1
+            state.counts[result.timer] += 1
+            if result.fallback:
+                state.fallbacks.append(result.fallback)
+            return result.output(call.return_mode)
+
+        timed_bench._opscreen_original = original
+        timed_bench._opscreen_kind = kind
+        return timed_bench
+
+    # -- measuring
+    def direct(self, call: BenchCall, modname: str) -> Result:
+        original = self.original_do_bench(modname, call.kind)
+        if original is None:
+            self._warn_once("no-direct", "opscreen timing: no do_bench to time directly; using the wall clock")
+            return WallclockTimer(self.settings, sync=_device_sync(self.cfg)).measure(make_call(call.fn, call.grad_to_none))
+        return run_direct(original, call)
+
+    def measure(self, call: BenchCall, modname: str) -> Result:
+        if self.timer == TIMER_WALLCLOCK:
+            return WallclockTimer(self.settings, sync=self._sync).measure(make_call(call.fn, call.grad_to_none))
+        if self.timer == TIMER_GRAPH:
+            provider = graph_provider()
+            if provider is not None:
+                return provider.measure(make_call(call.fn, call.grad_to_none), self.settings,
+                                        lambda: self.direct(call, modname))
+            self._warn_once("no-graph", "opscreen timing: timer=graph but opscreen.child.graph is not loaded; "
+                                        "timing directly")
+        return self.direct(call, modname)
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self.warned:
+            self.warned.add(key)
+            print(message, file=sys.stderr)
+
+    def summary_lines(self) -> list:
+        if not self.active or not (self.counts or self.fallbacks):
+            return []
+        lines = ["opscreen timing: " + ", ".join(f"{k}={v}" for k, v in sorted(self.counts.items()))]
+        by = Counter((f["phase"], f["kind"] or f["class"]) for f in self.fallbacks)
+        for (phase, kind), n in sorted(by.items()):
+            example = next(f["message"] for f in self.fallbacks if f["phase"] == phase and (f["kind"] or f["class"]) == kind)
+            lines.append(f"opscreen timing: {n} x graph-fallback:{phase} ({kind}): {example}")
+        return lines
+
+
+STATE = TimingState()
+
+
+# -- pytest hooks -------------------------------------------------------------------
+
+
+def pytest_configure(config):
+    _config.attach_pytest_config(config)
+    try:
+        STATE.configure(_config.load())
+    except _config.ConfigError as exc:
+        raise pytest.UsageError(f"opscreen.child.timing: {exc}") from exc
+    STATE.install()
+
+
+def pytest_report_header(config):
+    return STATE.header()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_finish(session):
+    STATE.install()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    STATE.install()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    for line in STATE.summary_lines():
+        terminalreporter.write_line(line)
+
+
+def pytest_unconfigure(config):
+    STATE.uninstall()
