@@ -1,0 +1,51 @@
+"""``opscreen dismiss check``: validate a dismiss list."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..errors import UsageError
+
+NAME = "dismiss"
+HELP = "check a dismiss list (ops deliberately not measured, each with a reason)"
+DESCRIPTION = (
+    "'check': validate a dismiss file (default: the repository's ops/dismiss.yaml): every "
+    "entry needs op, a non-empty reason, a date (YYYY-MM-DD), optionally evidence; no op "
+    "twice; with --suite, every op must be a marker of that suite. Exit 2 on a bad file."
+)
+ORDER = 75
+
+
+def add_arguments(p) -> None:
+    p.add_argument("action", choices=["check"], help="check: validate and list the entries")
+    p.add_argument("file", nargs="?", metavar="FILE", help="dismiss file (default: ops/dismiss.yaml of this repository)")
+    p.add_argument("--suite", metavar="PATH", help="also check that each op is a marker of this suite (AST scan)")
+
+
+def default_dismiss_file() -> Path:
+    from ..assets.shapes import repo_ops_dir
+
+    ops = repo_ops_dir()
+    if ops is None or not (ops / "dismiss.yaml").is_file():
+        raise UsageError("no dismiss file given and no ops/dismiss.yaml found")
+    return ops / "dismiss.yaml"
+
+
+def run(args) -> int:
+    from ..assets.dismiss import load_dismiss
+
+    path = Path(args.file) if args.file else default_dismiss_file()
+    known = None
+    if args.suite:
+        from ..assets.inventory import resolve_suite_root
+        from ..providers.markers import op_index, scan_suite
+
+        known = set(op_index(scan_suite(resolve_suite_root(args.suite))))
+    entries = load_dismiss(path, known)
+    out = sys.stdout
+    scope = f", all markers of {args.suite}" if known is not None else ""
+    out.write(f"{path}: {len(entries)} dismissed op(s){scope}\n")
+    for e in entries.values():
+        out.write(f"  {e.op}  ({e.date})  {e.reason}" + (f"  [evidence: {e.evidence}]" if e.evidence else "") + "\n")
+    return 0
