@@ -86,10 +86,12 @@ def _mul(a, b):
     return torch.addcmul(torch.zeros_like(a), a, b)
 
 
-def _where(condition, a, b):
-    out = b.clone()
-    out[condition] = a[condition]
-    return out
+def _where(condition, a, b, *, out=None):
+    res = b.clone()
+    res[condition] = a[condition]
+    if out is None:
+        return res
+    return out.copy_(res)
 
 
 # -- reductions and normalisations ---------------------------------------------
@@ -181,6 +183,7 @@ OPS = {
     "add": _add,
     "mul": _mul,
     "where_self": _where,
+    "where_self_out": _where,
     "sum": _sum,
     "mean": _mean,
     "softmax": _softmax,
