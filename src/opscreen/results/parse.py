@@ -361,11 +361,13 @@ def parse_run_log_text(text: str, source: str = "run.log", *, rows: bool = True)
                 sp = line.split()
                 if sp and sp[0] in STATUS_WORDS:
                     row = _parse_row(sp, layout, op, dtype, mode, level, legend, legend_text, occ, source)
-                    if row is None or (idx == last and not ends_cleanly and not _row_complete(line)):
-                        if idx == last and not ends_cleanly:
-                            res.truncated = True
-                        else:
-                            res.bad_lines += 1
+                    if idx == last and not ends_cleanly and (
+                        row is None or row.shape.startswith("?") or not _row_complete(line)
+                    ):
+                        res.truncated = True  # the kill cut this row short
+                        continue
+                    if row is None:
+                        res.bad_lines += 1
                         continue
                     res.rows.append(row)
                     continue
@@ -497,8 +499,8 @@ def _parse_row(sp, layout, op, dtype, mode, level, legend, legend_text, occ, sou
         elif c == "noise":
             a, b = _pair(tok)
             fa, fb = _finite(a), _finite(b)
-            row.torch_rsd = fa / 100.0 if fa is not None else None
-            row.lib_rsd = fb / 100.0 if fb is not None else None
+            row.torch_rsd = round(fa / 100.0, 10) if fa is not None else None
+            row.lib_rsd = round(fb / 100.0, 10) if fb is not None else None
     if shape_text == "N/A":
         shape = "null"
     elif legend:
