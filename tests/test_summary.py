@@ -1,0 +1,172 @@
+"""opscreen summary: summary.csv / summary.json from run directories and op directories."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from opscreen.cli import main
+from opscreen.errors import UsageError
+from opscreen.results.summary import COLUMNS, SUMMARY_VERSION, build_summary, load_summary, write_summary
+from opscreen.results.synth import make_run
+
+FIX = Path(__file__).parent / "fixtures" / "flaggems-h200"
+
+STATUSES = {"op0001": "failed", "op0002": "timeout", "op0003": "device_fatal", "op0004": "crashed"}
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    d = tmp_path / "run"
+    ops = make_run(d, n_ops=10, seed=5, statuses={**STATUSES, **{f"op{i:04d}": "passed" for i in (0, 5, 6, 7, 8, 9)}})
+    return d, ops
+
+
+def _csv(path):
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_summary_of_a_run(run_dir, capsys):
+    d, ops = run_dir
+    assert main(["summary", str(d)]) == 0
+    out = capsys.readouterr().out
+    rows = _csv(d / "summary.csv")
+    assert list(rows[0].keys()) == COLUMNS
+    assert len(rows) == sum(len(o.rows) for o in ops)
+    by_op = {}
+    for r in rows:
+        by_op.setdefault(r["op"], []).append(r)
+    assert set(by_op) == {o.name for o in ops if o.rows}
+    for o in ops:
+        got = by_op.get(o.name, [])
+        assert len(got) == len(o.rows)
+        for want, r in zip(o.rows, got):
+            assert float(r["torch_ms"]) == want["torch_ms"] and float(r["lib_ms"]) == want["lib_ms"]
+            assert r["dtype"] == want["dtype"] and r["status"] == "ok" and r["op_status"] == o.status
+            assert r["backend"] == "cuda" and r["device_name"] == "NVIDIA H200"
+            assert r["truncated"] == ("true" if o.status in ("timeout", "device_fatal", "crashed") else "false")
+            assert r["source"] == "record.log" and r["lib_timer"].startswith("graph")
+            assert float(r["lib_rsd"]) < 0.01 and int(r["lib_samples"]) >= 10
+    # text output: counts by status, per-dtype and overall geometric means
+    assert "ops:  10  crashed 1, device_fatal 1, failed 1, passed 6, timeout 1" in out
+    for dt in ("float16", "float32", "bfloat16", "overall"):
+        assert f"  {dt}" in out
+    js = json.loads((d / "summary.json").read_text())
+    assert js["version"] == SUMMARY_VERSION and js["kind"] == "opscreen.summary"
+    assert js["counts"]["ops"] == {"crashed": 1, "device_fatal": 1, "failed": 1, "passed": 6, "timeout": 1}
+    assert js["counts"]["rows"] == {"ok": len(rows)}
+    assert js["caliber"]["timer"] == "graph" and js["caliber"]["use_flagtune"] == "0"
+    assert set(js["geomean"]["by_dtype"]) == {"float16", "float32", "bfloat16"}
+    assert len(js["rows"]) == len(rows) and js["columns"] == COLUMNS
+    failed = next(o for o in js["ops"] if o["op"] == "op0001")
+    assert failed["run_log"] == "ops/op0001/run.log" and "CUDA error" in failed["error"]
+    assert failed["failures"][0]["node"] == "benchmark/test_op0001.py::test_op0001"
+
+
+def test_idempotent_and_atomic(run_dir):
+    d, _ = run_dir
+    assert main(["summary", str(d)]) == 0
+    first = ((d / "summary.csv").read_bytes(), (d / "summary.json").read_bytes())
+    assert main(["summary", str(d)]) == 0
+    assert ((d / "summary.csv").read_bytes(), (d / "summary.json").read_bytes()) == first
+    # a copy elsewhere summarises to the same bytes (no absolute paths, no clocks)
+    other = d.parent / "elsewhere"
+    shutil.copytree(d, other)
+    (other / "summary.csv").unlink()
+    write_summary(build_summary(other))
+    assert (other / "summary.csv").read_bytes() == first[0]
+    assert json.loads((other / "summary.json").read_text())["rows"] == json.loads(first[1])["rows"]
+    assert not [p for p in d.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_ops_status_csv_wins_and_lists_ops_without_dirs(run_dir):
+    d, _ = run_dir
+    with open(d / "ops_status.csv", "a") as fh:
+        fh.write("ghost,skipped,0,,,cuda,,graph,not collected,\n")
+    text = (d / "ops_status.csv").read_text().replace("op0009,passed,1", "op0009,dismissed,2")
+    (d / "ops_status.csv").write_text(text)
+    s = build_summary(d)
+    ops = {o.op: o for o in s.ops}
+    assert ops["ghost"].status == "skipped" and ops["ghost"].rows == 0
+    assert ops["op0009"].status == "dismissed" and ops["op0009"].attempts == 2
+    assert s.op_counts()["skipped"] == 1
+
+
+def test_record_preferred_run_log_fills_and_falls_back(tmp_path):
+    run = tmp_path / "run"
+    # abs: the upstream record (no opscreen fields) + an opscreen run.log of the same run
+    a = run / "ops" / "abs"
+    a.mkdir(parents=True)
+    shutil.copy(FIX / "abs_record.log", a / "record.log")
+    log = (FIX / "abs_kernel_default_warm.out").read_text()
+    log = log.replace("TFLOPS", "TFLOPS    Timer    Samples    Noise(%)").replace(" [torch.Size", " graph 10|20 0.50|0.70 [torch.Size")
+    (a / "run.log").write_text(log)
+    (a / "result.json").write_text(json.dumps({"schema": 1, "op": "abs", "status": "passed", "exit_code": 0}))
+    # add: run.log only (FlagGems' own format)
+    b = run / "ops" / "add"
+    b.mkdir(parents=True)
+    shutil.copy(FIX / "add_cudagraph.out", b / "run.log")
+    # mm: killed by a timeout
+    m = run / "ops" / "mm"
+    m.mkdir(parents=True)
+    shutil.copy(FIX / "mm_kernel_w100_timeout.out", m / "run.log")
+    (m / "result.json").write_text(json.dumps({"schema": 1, "op": "mm", "status": "timeout", "exit_code": 3, "error": "timed out after 150 s"}))
+    s = build_summary(run)
+    rows = list(s.row_dicts())
+    abs0 = next(r for r in rows if r["op"] == "abs")
+    assert abs0["torch_ms"] == 1.0043200254440308 and abs0["speedup"] == 0.9437395021076018  # record.log
+    assert (abs0["lib_timer"], abs0["lib_samples"], abs0["lib_rsd"]) == ("graph", 20, 0.007)  # run.log
+    add = [r for r in rows if r["op"] == "add"]
+    assert len(add) == 20 and add[1]["torch_ms"] == 0.001111 and add[1]["source"] == "run.log"
+    mm = [r for r in rows if r["op"] == "mm"]
+    assert len(mm) == 5 and all(r["truncated"] and r["op_status"] == "timeout" for r in mm)
+    ops = {o.op: o for o in s.ops}
+    assert ops["add"].status == "incomplete"  # no result.json, no ops_status.csv
+    assert ops["mm"].truncated and ops["mm"].error == "timed out after 150 s"
+
+
+def test_single_op_dir(tmp_path, capsys):
+    d = tmp_path / "opdir"
+    d.mkdir()
+    shutil.copy(FIX / "abs_cudagraph.out", d / "run.log")
+    (d / "result.json").write_text(json.dumps({"schema": 1, "op": "abs", "status": "passed", "exit_code": 0, "backend": "cuda", "device": 0}))
+    assert main(["summary", str(d)]) == 0
+    rows = _csv(d / "summary.csv")
+    assert len(rows) == 15 and {r["op"] for r in rows} == {"abs"}
+    r = next(r for r in rows if r["dtype"] == "float16" and r["shape"] == "[[64,64]]")
+    assert (r["torch_ms"], r["lib_ms"], r["speedup"], r["tflops"]) == ("0.001086", "0.001053", "1.031", "0.004")
+    assert (r["backend"], r["device"], r["op_status"]) == ("cuda", "0", "passed")
+    assert "op opdir" in capsys.readouterr().out
+
+
+def test_usage_errors(tmp_path, capsys):
+    assert main(["summary", str(tmp_path / "missing")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["summary", str(tmp_path / "empty")]) == 2
+    assert "opscreen run" in capsys.readouterr().err
+
+
+def test_loader_rejects_unknown_versions(run_dir):
+    d, _ = run_dir
+    write_summary(build_summary(d))
+    s = load_summary(d)
+    assert len(s.rows) > 0 and s.caliber["timer"] == "graph"
+    js = json.loads((d / "summary.json").read_text())
+    js["version"] = 99
+    (d / "summary.json").write_text(json.dumps(js))
+    with pytest.raises(UsageError, match="version 99"):
+        load_summary(d)
+
+
+def test_cli_subprocess(run_dir, cli):
+    d, _ = run_dir
+    p = cli("summary", d, "--json")
+    assert p.returncode == 0, p.stderr
+    head = json.loads(p.stdout)
+    assert head["version"] == SUMMARY_VERSION and "rows" not in head
