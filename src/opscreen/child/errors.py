@@ -185,8 +185,9 @@ def classify_text(text: str) -> Verdict:
     return Verdict(OTHER, None, _first_line(text))
 
 
-def exception_texts(exc: BaseException) -> Iterable[str]:
-    """The messages of ``exc``, its causes/contexts and (for exception groups) members."""
+def exception_texts(exc: BaseException) -> Iterable[tuple]:
+    """``(type name, message)`` of ``exc``, its causes/contexts and (for exception
+    groups) members, outermost first."""
     seen: set[int] = set()
     todo = [exc]
     while todo:
@@ -198,7 +199,7 @@ def exception_texts(exc: BaseException) -> Iterable[str]:
             msg = str(e)
         except Exception:
             msg = ""
-        yield f"{type(e).__name__}: {msg}"
+        yield type(e).__name__, msg
         todo.extend(getattr(e, "exceptions", None) or ())
         todo.append(e.__cause__)
         todo.append(e.__context__)
@@ -208,10 +209,10 @@ def classify(error: "BaseException | str") -> Verdict:
     """Classify an exception (with its chain) or a text."""
     if isinstance(error, BaseException):
         texts = list(exception_texts(error))
-        combined = "\n".join(texts)
-        verdict = classify_text(combined)
-        if verdict.cls == OTHER:
-            return Verdict(OTHER, None, _first_line(texts[0]) if texts else "")
+        verdict = classify_text("\n".join(msg for _, msg in texts))
+        if verdict.cls == OTHER and texts:
+            name, msg = texts[0]
+            return Verdict(OTHER, None, f"{name}: {_first_line(msg)}" if msg.strip() else name)
         return verdict
     return classify_text(str(error))
 
