@@ -1,0 +1,232 @@
+"""opscreen compare: caliber check, noise-aware verdicts, compare.csv, --fail-on."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from opscreen.cli import main
+from opscreen.errors import UsageError
+from opscreen.results.compare import Verdict, check_caliber, compare_summaries, parse_allow
+from opscreen.results.summary import COLUMNS, OpSummary, Summary, build_summary
+from opscreen.results.synth import DEFAULT_CALIBER, make_run
+
+N_OPS = 8
+
+
+def _slower(ops, factor, dtype=None):
+    def perturb(op, dt, si, lib_ms):
+        if op in ops and (dtype is None or dt == dtype):
+            return lib_ms * factor
+        return lib_ms
+
+    return perturb
+
+
+def _passing(n=N_OPS):
+    return {f"op{i:04d}": "passed" for i in range(n)}
+
+
+@pytest.fixture
+def runs(tmp_path):
+    def make(name, **kw):
+        d = tmp_path / name
+        kw.setdefault("statuses", _passing())
+        make_run(d, n_ops=N_OPS, seed=11, **kw)
+        return d
+
+    return make
+
+
+def _csv(path):
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_same_runs_compare_equal(runs, capsys):
+    a, b = runs("a"), runs("b")
+    assert main(["compare", str(a), str(b), "--fail-on", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "slower 0, faster 0" in out
+    assert "axis: none of" in out
+    rows = _csv(b / "compare.csv")
+    assert rows and {r["verdict"] for r in rows} == {"same"}
+    assert (a / "summary.json").is_file() and (b / "summary.json").is_file()  # made when missing
+
+
+@pytest.mark.parametrize(
+    "field,value",
+    [("use_flagtune", "1"), ("timer", "direct"), ("shape_mode", "curated"), ("level", "comprehensive")],
+)
+def test_caliber_mismatch_is_refused(runs, capsys, field, value):
+    a, b = runs("a"), runs("b", caliber={field: value})
+    assert main(["compare", str(a), str(b)]) == 2
+    err = capsys.readouterr().err
+    assert "refusing to compare" in err
+    assert f"{field}: A {DEFAULT_CALIBER[field]}, B {value}" in err
+    assert f"--allow-mismatch {field}" in err
+    assert not (b / "compare.csv").exists()
+    # named, the difference becomes the axis
+    assert main(["compare", str(a), str(b), "--allow-mismatch", field]) == 0
+    out = capsys.readouterr().out
+    assert f"{field} {DEFAULT_CALIBER[field]} -> {value}" in out
+    assert (b / "compare.csv").is_file()
+
+
+def test_several_mismatches_need_each_named(runs, capsys):
+    a, b = runs("a"), runs("b", caliber={"use_flagtune": "1", "timer": "direct"})
+    assert main(["compare", str(a), str(b), "--allow-mismatch", "timer"]) == 2
+    err = capsys.readouterr().err
+    assert "use_flagtune" in err and "timer: A" not in err
+    assert main(["compare", str(a), str(b), "--allow-mismatch", "timer,use_flagtune"]) == 0
+    assert main(["compare", str(a), str(b), "--allow-mismatch", "bogus"]) == 2
+    assert "bogus" in capsys.readouterr().err
+
+
+def test_axis_fields_may_differ(runs, capsys):
+    a = runs("a")
+    b = runs("b", caliber={"suite_commit": "deadbeef", "device_name": "AMD Instinct MI300X", "backend": "rocm", "vendor": "amd"})
+    assert main(["compare", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "suite_commit ed2508bcb5a03000e9774734201d840ba362cd11 -> deadbeef" in out
+    assert "device_name NVIDIA H200 -> AMD Instinct MI300X" in out
+    assert "backend cuda -> rocm" in out and "vendor nvidia -> amd" in out
+
+
+def test_dtypes_difference_is_reported_and_rows_join_where_both_have_them(runs, capsys):
+    a = runs("a", caliber={"dtypes": ["float16", "float32"]}, dtypes=("float16", "float32"))
+    b = runs("b", caliber={"dtypes": ["float16"]}, dtypes=("float16",))
+    assert main(["compare", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "dtypes differ: A float16,float32, B float16" in out
+    rows = _csv(b / "compare.csv")
+    assert {r["dtype"] for r in rows if r["verdict"] == "same"} == {"float16"}
+    assert {r["dtype"] for r in rows if r["verdict"] == "gone"} == {"float32"}
+
+
+def test_regression_fails_on_threshold(runs, capsys, tmp_path):
+    a = runs("a")
+    b = runs("b", perturb=_slower({"op0003"}, 1.25, "float16"))
+    out_csv = tmp_path / "cmp.csv"
+    assert main(["compare", str(a), str(b), "--fail-on", "10", "--out", str(out_csv)]) == 1
+    out = capsys.readouterr().out
+    assert "top regressions" in out and "op0003" in out and "-20.0%" in out
+    assert "FAIL:" in out
+    rows = _csv(out_csv)
+    slow = [r for r in rows if r["verdict"] == "slower"]
+    assert slow and {r["op"] for r in slow} == {"op0003"} and {r["dtype"] for r in slow} == {"float16"}
+    assert rows[0]["verdict"] == "slower"  # regressions first
+    assert float(slow[0]["change_pct"]) == pytest.approx(-20.0, abs=0.01)
+    assert main(["compare", str(a), str(b), "--fail-on", "25"]) == 0  # a 20% regression passes a 25% gate
+    assert main(["compare", str(a), str(b)]) == 0  # no gate: report only
+
+
+def test_improvement_and_per_op_geomean(runs, capsys):
+    a = runs("a")
+    b = runs("b", perturb=_slower({"op0002"}, 0.5))
+    assert main(["compare", str(a), str(b), "--fail-on", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "top improvements" in out and "+100.0%" in out
+    line = next(l for l in out.splitlines() if l.strip().startswith("op0002") and "rows:" in l)
+    assert "2.000" in line
+
+
+def test_broken_op_fails_the_gate(runs, capsys):
+    a = runs("a")
+    b = runs("b", statuses={**_passing(), "op0004": "timeout"})
+    assert main(["compare", str(a), str(b), "--fail-on", "50"]) == 1
+    out = capsys.readouterr().out
+    assert "broken in B" in out and "op0004" in out and "timeout" in out
+
+
+def _summary(rows, caliber=None, name="x"):
+    full = []
+    for r in rows:
+        d = dict.fromkeys(COLUMNS)
+        d.update(op="op", test="", dtype="float16", status="ok", op_status="passed")
+        d.update(r)
+        full.append([d[c] for c in COLUMNS])
+    ops = [OpSummary(op=o, status="passed") for o in sorted({r[0] for r in full})]
+    return Summary(kind="run", name=name, identity={}, caliber=caliber or {}, ops=ops, rows=full)
+
+
+def _one(a_row, b_row, **kw):
+    a = _summary([{"shape": "[1]", **a_row}])
+    b = _summary([{"shape": "[1]", **b_row}])
+    c = compare_summaries(a, b, **kw)
+    assert len(c.rows) == 1
+    return c.rows[0]
+
+
+def test_noise_aware_verdicts():
+    # 4% slower but each speedup carries ~4% noise: inside 2 x sqrt(noise_a^2 + noise_b^2) -> same
+    r = _one({"speedup": 1.0, "torch_rsd": 0.03, "lib_rsd": 0.03}, {"speedup": 0.96, "torch_rsd": 0.03, "lib_rsd": 0.03})
+    assert r.verdict == Verdict.SAME and r.basis == "noise" and r.band == pytest.approx(2 * 0.06, rel=1e-6)
+    # 2% slower with 0.1% noise: a real change, although the 3% threshold would call it same
+    r = _one({"speedup": 1.0, "torch_rsd": 0.001, "lib_rsd": 0.001}, {"speedup": 0.98, "torch_rsd": 0.001, "lib_rsd": 0.001})
+    assert r.verdict == Verdict.SLOWER and r.change == pytest.approx(-0.02)
+    # tiny noise: the 0.5% floor keeps a 0.3% change "same"
+    r = _one({"speedup": 1.0, "torch_rsd": 0.0001, "lib_rsd": 0.0001}, {"speedup": 1.003, "torch_rsd": 0.0001, "lib_rsd": 0.0001})
+    assert r.verdict == Verdict.SAME and r.band == pytest.approx(0.005)
+    # no noise on one side: the relative threshold decides
+    r = _one({"speedup": 1.0}, {"speedup": 0.98, "torch_rsd": 0.001, "lib_rsd": 0.001})
+    assert r.verdict == Verdict.SAME and r.basis == "threshold"
+    r = _one({"speedup": 1.0}, {"speedup": 0.96})
+    assert r.verdict == Verdict.SLOWER
+    r = _one({"speedup": 1.0}, {"speedup": 0.98}, threshold=0.01)
+    assert r.verdict == Verdict.SLOWER
+    r = _one({"speedup": 1.0}, {"speedup": 1.05})
+    assert r.verdict == Verdict.FASTER and r.change == pytest.approx(0.05)
+    # k is a knob
+    r = _one({"speedup": 1.0, "torch_rsd": 0.01, "lib_rsd": 0.0}, {"speedup": 0.97, "torch_rsd": 0.01, "lib_rsd": 0.0}, k=1.0)
+    assert r.verdict == Verdict.SLOWER
+    # lib_ms metric uses the library's noise only and latency ratio A/B
+    r = _one({"lib_ms": 1.0, "speedup": 1.0, "lib_rsd": 0.001}, {"lib_ms": 1.1, "speedup": 1.0, "lib_rsd": 0.001}, metric="lib_ms")
+    assert r.verdict == Verdict.SLOWER and r.change == pytest.approx(1 / 1.1 - 1)
+
+
+def test_row_presence_verdicts():
+    a = _summary([
+        {"shape": "[1]", "speedup": 1.0}, {"shape": "[2]", "speedup": 1.0}, {"shape": "[3]", "status": "failed"},
+        {"shape": "[4]", "status": "failed"}, {"shape": "[5]", "speedup": 1.0},
+    ])  # fmt: skip
+    b = _summary([
+        {"shape": "[1]", "status": "failed"}, {"shape": "[3]", "speedup": 1.0}, {"shape": "[4]", "status": "failed"},
+        {"shape": "[6]", "speedup": 1.0}, {"shape": "[5]", "speedup": 1.0},
+    ])  # fmt: skip
+    c = compare_summaries(a, b)
+    v = {r.shape: r.verdict for r in c.rows}
+    assert v == {"[1]": Verdict.BROKEN, "[2]": Verdict.GONE, "[3]": Verdict.FIXED, "[4]": Verdict.FAILED,
+                 "[5]": Verdict.SAME, "[6]": Verdict.NEW}  # fmt: skip
+    assert [r.shape for r in c.failing(10)] == ["[1]"]
+
+
+def test_caliber_check_unit():
+    cal = dict(DEFAULT_CALIBER)
+    chk = check_caliber(cal, {**cal, "use_flagtune": 1, "timing": {**cal["timing"], "target_rsd": 0.01}})
+    assert not chk.ok  # 1 (int) vs "0": values are compared as text
+    assert [f for f, _, _ in chk.refused] == ["use_flagtune"]
+    assert [f for f, _, _ in chk.info] == ["timing"]
+    chk = check_caliber(cal, {**cal, "use_flagtune": "1"}, allow={"use_flagtune"})
+    assert chk.ok and [f for f, _, _ in chk.allowed] == ["use_flagtune"]
+    chk = check_caliber({}, cal)
+    assert chk.unknown == ["A"] and not chk.ok  # an unknown caliber cannot be shown to match
+    assert check_caliber({}, {}).ok
+    assert parse_allow(["timer,level", "use_flagtune"]) == {"timer", "level", "use_flagtune"}
+    with pytest.raises(UsageError):
+        parse_allow(["device_name"])
+
+
+def test_summary_json_input_and_bad_version(runs, tmp_path, capsys):
+    a, b = runs("a"), runs("b")
+    assert main(["summary", str(a)]) == 0
+    assert main(["summary", str(b)]) == 0
+    capsys.readouterr()
+    assert main(["compare", str(a / "summary.json"), str(b / "summary.json"), "--out", str(tmp_path / "c.csv")]) == 0
+    js = json.loads((b / "summary.json").read_text())
+    js["version"] = 2
+    (b / "summary.json").write_text(json.dumps(js))
+    assert main(["compare", str(a), str(b)]) == 2
+    assert "version 2" in capsys.readouterr().err
