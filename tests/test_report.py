@@ -1,0 +1,128 @@
+"""opscreen report: one self-contained, escaped HTML page."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+
+from opscreen.cli import main
+from opscreen.results.synth import make_run
+
+EVIL = "<script>alert('x')</script> & \"quoted\""
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    d = tmp_path / "run"
+    make_run(d, n_ops=8, seed=3, statuses={"op0001": "failed", "op0002": "timeout", **{f"op{i:04d}": "passed" for i in (0, 3, 4, 5, 6, 7)}})
+    # markup in a failure reason (result.json) and in the log's own failure lines
+    res = json.loads((d / "ops/op0001/result.json").read_text())
+    res["error"] = EVIL
+    (d / "ops/op0001/result.json").write_text(json.dumps(res))
+    log = (d / "ops/op0001/run.log").read_text().replace("E   RuntimeError", "E   RuntimeError <b>bold</b>")
+    (d / "ops/op0001/run.log").write_text(log)
+    text = (d / "ops_status.csv").read_text()
+    (d / "ops_status.csv").write_text("\n".join(l for l in text.splitlines() if not l.startswith("op0001,")) + "\n")
+    return d
+
+
+def _links(html: str) -> list[str]:
+    return re.findall(r"""(?:src|href)\s*=\s*["']([^"']*)["']""", html, flags=re.I)
+
+
+def test_report_is_self_contained(run_dir, capsys):
+    assert main(["report", str(run_dir)]) == 0
+    out = run_dir / "report.html"
+    assert f"wrote {out}" in capsys.readouterr().out
+    html = out.read_text()
+    assert html.startswith("<!doctype html>")
+    for link in _links(html):
+        assert not re.match(r"^(https?:)?//", link), link
+    assert not re.search(r"<script|<link\b|<iframe|@import|url\(\s*['\"]?https?:", html, flags=re.I)
+    for sec in ("identity", "status", "distribution", "ops", "slowest", "failures"):
+        assert f'<section id="{sec}">' in html
+    assert "<svg" in html  # the speedup distribution, inline
+    assert 'id="compare"' not in html
+    assert "Run identity" in html and "NVIDIA H200" in html and "graph" in html
+    assert "Speedup distribution per dtype" in html and "geomean speedup" in html
+    assert "Ops by geometric-mean speedup" in html and "Slowest cases" in html
+    assert (run_dir / "summary.json").is_file()  # made on the way
+
+
+def test_text_from_logs_is_escaped(run_dir):
+    assert main(["report", str(run_dir)]) == 0
+    html = (run_dir / "report.html").read_text()
+    assert "<script>alert" not in html and "<b>bold</b>" not in html
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; &quot;quoted&quot;" in html
+    assert "&lt;b&gt;bold&lt;/b&gt;" in html
+
+
+def test_failures_link_to_their_run_log(run_dir, tmp_path):
+    for target in (run_dir / "report.html", tmp_path / "elsewhere" / "deep" / "r.html"):
+        assert main(["report", str(run_dir), "--out", str(target)]) == 0
+        html = target.read_text()
+        fail = html[html.index('<section id="failures">') :]
+        assert "op0001" in fail and "op0002" in fail and "timeout" in fail
+        links = [l for l in _links(fail) if l.endswith("run.log")]
+        assert len(links) == 2
+        for l in links:
+            assert (target.parent / unquote(l)).resolve().is_file(), l
+            assert not l.startswith("/")
+
+
+def test_against_shows_the_comparison_regressions_first(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    st = {f"op{i:04d}": "passed" for i in range(6)}
+    make_run(a, n_ops=6, seed=9, statuses=st)
+
+    def perturb(op, dtype, si, lib_ms):
+        return lib_ms * (1.3 if op == "op0001" else 0.7 if op == "op0004" else 1.0)
+
+    make_run(b, n_ops=6, seed=9, statuses=st, perturb=perturb, caliber={"suite_commit": "cafe"})
+    assert main(["report", str(b), "--against", str(a)]) == 0
+    html = (b / "report.html").read_text()
+    comp = html[html.index('<section id="compare">') :]
+    comp = comp[: comp.index("</section>")]
+    assert "Regressions" in comp and "Improvements" in comp
+    assert comp.index("Regressions") < comp.index("Improvements")
+    assert "op0001" in comp[comp.index("Regressions") : comp.index("Improvements")]
+    assert "cafe" in comp and "axis" in comp
+    assert html.index('id="compare"') < html.index('id="distribution"')
+    for link in _links(html):
+        assert not re.match(r"^(https?:)?//", link), link
+
+
+def test_against_refuses_a_different_caliber(tmp_path, capsys):
+    a, b = tmp_path / "a", tmp_path / "b"
+    make_run(a, n_ops=3, seed=1)
+    make_run(b, n_ops=3, seed=1, caliber={"timer": "direct"})
+    assert main(["report", str(b), "--against", str(a)]) == 2
+    assert "timer" in capsys.readouterr().err
+    assert not (b / "report.html").exists()
+    assert main(["report", str(b), "--against", str(a), "--allow-mismatch", "timer"]) == 0
+
+
+def test_report_of_a_bare_op_dir_without_identity(tmp_path):
+    d = tmp_path / "op"
+    d.mkdir()
+    src = Path(__file__).parent / "fixtures" / "flaggems-h200" / "cudagraph-survey" / "nonzero_cudagraph.out"
+    (d / "run.log").write_text(src.read_text())
+    assert main(["report", str(d)]) == 0
+    html = (d / "report.html").read_text()
+    assert "no run_identity.json" in html and "no measured cases to plot" in html
+    assert "CUDA error" in html
+
+
+def test_matplotlib_is_imported_lazily():
+    # importing the results package (as the CLI does) must not pull in matplotlib
+    import subprocess
+
+    code = "import sys, opscreen.results.report, opscreen.commands.report; print('matplotlib' in sys.modules)"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env={"PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")})  # fmt: skip
+    assert p.stdout.strip() == "False", p.stderr
