@@ -217,3 +217,14 @@ def test_plugin_runs_in_a_bare_interpreter():
     code = f"import runpy, sys; runpy.run_path({str(path)!r}); assert 'torch' not in sys.modules and 'opscreen' not in sys.modules"
     r = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_stand_in_module_lets_collection_through(tmp_path):
+    """--stub: the conftest's device library is replaced; the inventory says so."""
+    inv = build_inventory([BADCONF], jobs=2, timeout=60, cache_dir=tmp_path, stubs=["opscreen_fixture_device_library"])
+    data = inventory_dict(inv)
+    assert data["disagreements"] == []
+    assert {d["verified_by"] for d in data["ops"].values()} == {"collect"}
+    assert "with stand-ins for opscreen_fixture_device_library" in data["checkouts"][0]["collection"]["mode"]
+    assert "stand-ins for opscreen_fixture_device_library" in data["summary"]["note"]
+    assert run_command("--suite", str(BADCONF), "--stub", "not-a-name") == 2

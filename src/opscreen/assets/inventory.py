@@ -36,6 +36,7 @@ from ..providers.markers import BUILTIN_MARKS, FileInfo, op_index, scan_suite, s
 
 SCHEMA = "opscreen.inventory/1"
 PLUGIN_MODULE = "_opscreen_inventory_plugin"
+STUB_MODULE = "_opscreen_inventory_stub"
 ITEM_PREFIX = "OPSCREEN-ITEM "
 ERROR_PREFIX = "OPSCREEN-COLLECT-ERROR "
 
@@ -135,6 +136,8 @@ class Inventory:
     opscreen_version: str
     timeout_s: float | None = None
     seconds: dict[str, float] = field(default_factory=dict)
+    stubs: list[str] = field(default_factory=list)  # modules replaced by stand-ins during collection
+    batch: int = 1
 
 
 # --------------------------------------------------------------------------- suite roots
@@ -206,12 +209,17 @@ def _checkout_names(roots: Sequence[Path]) -> list[str]:
 def _plugin_dir() -> tempfile.TemporaryDirectory:
     tmp = tempfile.TemporaryDirectory(prefix="opscreen-inventory-")
     shutil.copyfile(Path(__file__).with_name("collect_plugin.py"), Path(tmp.name) / f"{PLUGIN_MODULE}.py")
+    shutil.copyfile(Path(__file__).with_name("stub_plugin.py"), Path(tmp.name) / f"{STUB_MODULE}.py")
     return tmp
 
 
-def _child_env(plugin_dir: str, extra: Mapping[str, str] | None) -> dict[str, str]:
+def _child_env(plugin_dir: str, extra: Mapping[str, str] | None, stubs: Sequence[str] = ()) -> dict[str, str]:
     env = dict(os.environ)
     env.update(extra or {})
+    if stubs:
+        env["OPSCREEN_STUB_MODULES"] = ",".join(stubs)
+    else:
+        env.pop("OPSCREEN_STUB_MODULES", None)
     env["PYTHONPATH"] = plugin_dir + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PYTHONDONTWRITEBYTECODE"] = "1"  # leave the checkout as it was
     env.setdefault("PYTHONUNBUFFERED", "1")
@@ -277,7 +285,8 @@ def _collect_batch(
 ) -> tuple[dict[str, FileCollection], str | None]:
     """Collect ``paths`` in one pytest process. Returns the results and, when pytest
     never reached collection (no plugin output), the one-line reason."""
-    argv = [python, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-p", PLUGIN_MODULE, *paths]
+    stub = ["-p", STUB_MODULE] if env.get("OPSCREEN_STUB_MODULES") else []
+    argv = [python, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *stub, "-p", PLUGIN_MODULE, *paths]
     start = time.monotonic()
     cap = run_capture(argv, timeout=timeout, env=env, cwd=root, grace=2.0)
     took = time.monotonic() - start
@@ -314,6 +323,7 @@ def collect_files(
     batch: int = 1,
     env: Mapping[str, str] | None = None,
     progress: Callable[[str], None] | None = None,
+    stubs: Sequence[str] = (),
 ) -> tuple[dict[str, FileCollection], str | None]:
     """Collect each file of ``paths`` (relative to ``root``) with ``python -m pytest``.
 
@@ -330,7 +340,7 @@ def collect_files(
     batch = max(1, int(batch))
     batches = [paths[i : i + batch] for i in range(0, len(paths), batch)]
     with _plugin_dir() as pdir:
-        child_env = _child_env(pdir, env)
+        child_env = _child_env(pdir, env, stubs)
 
         def one(chunk: Sequence[str]) -> tuple[dict[str, FileCollection], str | None]:
             res, fatal = _collect_batch(root, python, chunk, timeout=timeout * len(chunk), env=child_env)
@@ -422,6 +432,7 @@ def build_inventory(
     env: Mapping[str, str] | None = None,
     cache_dir: Path | None = None,
     progress: Callable[[str], None] | None = None,
+    stubs: Sequence[str] = (),
 ) -> Inventory:
     """Scan (and unless ``collect`` is false, collect) each suite checkout."""
     from .. import __version__
@@ -449,7 +460,9 @@ def build_inventory(
         if collect:
             t0 = time.monotonic()
             paths = [p.relative_to(root).as_posix() for p in suite_files(root)]
-            coll, fatal = collect_files(root, py, paths, jobs=jobs, timeout=timeout, batch=batch, env=env, progress=progress)
+            coll, fatal = collect_files(
+                root, py, paths, jobs=jobs, timeout=timeout, batch=batch, env=env, progress=progress, stubs=stubs
+            )
             seconds[f"{name}.collect"] = round(time.monotonic() - t0, 3)
             collections[name] = coll
             if fatal is not None:
@@ -469,6 +482,8 @@ def build_inventory(
         opscreen_version=__version__,
         timeout_s=timeout if collect else None,
         seconds=seconds,
+        stubs=sorted(set(stubs)) if collect else [],
+        batch=batch,
     )
 
 
@@ -548,8 +563,11 @@ def inventory_dict(inv: Inventory) -> dict:
             counts: dict[str, int] = {}
             for c in coll.values():
                 counts[c.status] = counts.get(c.status, 0) + 1
+            mode = "pytest --collect-only, " + (f"{inv.batch} files per process" if inv.batch > 1 else "per file")
+            if inv.stubs:
+                mode += ", with stand-ins for " + ", ".join(inv.stubs)
             entry["collection"] = {
-                "mode": "pytest --collect-only, per file",
+                "mode": mode,
                 "timeout_s": inv.timeout_s,
                 "seconds": inv.seconds.get(f"{co.name}.collect"),
                 "files_ok": counts.get("ok", 0),
@@ -575,6 +593,11 @@ def inventory_dict(inv: Inventory) -> dict:
                 "verified_by: collect = pytest collection saw the marker on every test the scan found, "
                 "in every checkout; scan = the AST scan alone vouches for it"
                 + ("" if inv.collect else " (collection was not run)")
+                + (
+                    f"; collection imported stand-ins for {', '.join(inv.stubs)}, not the real library"
+                    if inv.stubs
+                    else ""
+                )
             ),
         },
         "ops": ops,

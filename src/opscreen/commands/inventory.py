@@ -52,6 +52,14 @@ def add_arguments(p) -> None:
         metavar="KEY=VALUE",
         help="environment for the collection processes, e.g. GEMS_VENDOR=nvidia (repeatable)",
     )
+    p.add_argument(
+        "--stub",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="collect with a stand-in for this top-level module (e.g. flag_gems on a machine "
+        "without its device); the inventory says so (repeatable)",
+    )
     p.add_argument("--cache-dir", metavar="DIR", help="scan cache (default $OPSCREEN_CACHE_DIR or ~/.cache/opscreen)")
     p.add_argument("-v", "--verbose", action="store_true", help="print each file's collection result on stderr")
 
@@ -64,6 +72,13 @@ def _parse_env(items: list[str]) -> dict[str, str]:
             raise UsageError(f"--env wants KEY=VALUE, got {item!r}")
         env[key] = value
     return env
+
+
+def _parse_stubs(items: list[str]) -> list[str]:
+    for item in items:
+        if not item.isidentifier():
+            raise UsageError(f"--stub wants a top-level module name, got {item!r}")
+    return items
 
 
 def run(args) -> int:
@@ -93,6 +108,7 @@ def run(args) -> int:
         env=_parse_env(args.env),
         cache_dir=Path(args.cache_dir) if args.cache_dir else None,
         progress=progress,
+        stubs=_parse_stubs(args.stub),
     )
     data = inventory_dict(inv)
     text = dump_inventory(data, args.out)
