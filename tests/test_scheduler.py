@@ -183,3 +183,32 @@ def test_parse_shard_and_devices():
     for bad in ("a", "3-1", "-2", ","):
         with pytest.raises(UsageError):
             parse_devices(bad)
+
+
+def test_steal_never_takes_back_an_op_that_avoids_the_thief():
+    s = HashScheduler(["x", "y"], steal=True)
+    s.add_device(0)
+    s.add_device(1)
+    s.next_for(0)  # distribute
+    s.queues[0].clear()
+    s.queues[1].clear()
+    s.queues[0].extend(["x"])
+    s.avoid["x"] = {1}
+    assert s.next_for(1) is None  # x avoids device 1
+    s.queues[0].append("y")
+    assert s.next_for(1) == "y"
+    # requeue records what to avoid and picks another device
+    s.release(1, "y")
+    assert s.requeue("y", avoid={1}) == 0
+    assert s.avoid["y"] == {1}
+    # a removed device's queue is re-placed away from avoided devices when possible
+    s2 = HashScheduler([], steal=False)
+    for d in (0, 1, 2):
+        s2.add_device(d)
+    s2.next_for(0)
+    s2.queues[2].extend(["p", "q", "r", "s", "t"])
+    for op in "pqrst":
+        s2.avoid[op] = {home_device(op, [0, 1])}
+    s2.remove_device(2)
+    for op in "pqrst":
+        assert op not in s2.queue_of(home_device(op, [0, 1]))

@@ -132,6 +132,7 @@ class HashScheduler:
         self.stolen: dict[str, tuple[int, int]] = {}  # op -> (from, to)
         self._distributed = False
         self.removed: list[int] = []
+        self.avoid: dict[str, set[int]] = {}  # op -> devices it must not run on again if avoidable
 
     # -- device set ---------------------------------------------------------
     @property
@@ -157,10 +158,16 @@ class HashScheduler:
         self.removed.append(device)
         if self.queues:
             for op in queue:
-                self.queues[home_device(op, self.queues)].append(op)
+                self.queues[self._place(op)].append(op)
         else:
             self._pending.extend(queue)
         return running
+
+    def _place(self, op: str) -> int:
+        """Hash placement among the current devices, skipping devices ``op`` avoids."""
+        avoid = self.avoid.get(op, set())
+        devs = [d for d in self.devices if d not in avoid] or self.devices
+        return home_device(op, devs)
 
     # -- ops ---------------------------------------------------------------
     def _distribute(self) -> None:
@@ -186,23 +193,24 @@ class HashScheduler:
         if q:
             op = q.popleft()
         elif self.steal:
-            victim = self._busiest(exclude=device)
-            if victim is not None:
-                op = self.queues[victim].pop()
-                self.stolen[op] = (victim, device)
+            op = self._steal(device)
         if op is not None:
             self.running[device] = op
         return op
 
-    def _busiest(self, exclude: int) -> int | None:
-        best, best_len = None, 0
-        for d in self.devices:
-            if d == exclude:
-                continue
-            n = len(self.queues[d])
-            if n > best_len:  # ties: the lowest device index
-                best, best_len = d, n
-        return best
+    def _steal(self, device: int) -> str | None:
+        """The last queued op of the busiest other device that does not avoid ``device``."""
+        order = sorted((d for d in self.devices if d != device), key=lambda d: (-len(self.queues[d]), d))
+        for victim in order:
+            q = self.queues[victim]
+            for i in range(len(q) - 1, -1, -1):
+                op = q[i]
+                if device in self.avoid.get(op, ()):
+                    continue
+                del q[i]
+                self.stolen[op] = (victim, device)
+                return op
+        return None
 
     def mark_op_complete(self, device: int, op: str) -> None:
         if self.running.get(device) != op:
@@ -222,6 +230,9 @@ class HashScheduler:
         chosen, or None when no device is left (the op waits in the pending list)."""
         self._distribute()
         avoid = set(avoid)
+        if avoid:
+            self.avoid.setdefault(op, set()).update(avoid)
+        avoid = self.avoid.get(op, set())
         devs = [d for d in self.devices if d not in avoid] or self.devices
         if not devs:
             self._pending.insert(0, op)
