@@ -162,18 +162,30 @@ def test_warmup_runs_the_first_call_alone_then_until_settled():
     assert sum(batches[1:]) * 0.1 >= 5.0 - 0.5  # about warmup_ms of calls after the first
 
 
-def test_warmup_that_never_settles_is_capped():
-    clock = FakeClock()
+def _flipping(clock):
     flip = [0]
+    spent = [0.0]
 
     def run_batch(k):
         flip[0] += 1
-        ms = k * (1.0 if flip[0] % 2 else 2.0)
+        ms = k * (1.0 if flip[0] % 2 else 2.0)  # never settles
         clock.t += ms / 1e3
+        spent[0] += ms
         return ms
 
-    w = timing.warm_up(run_batch, Settings(warmup_calls=1, warmup_ms=1.0, max_warmup_s=0.5), clock)
-    assert w.reason == "max_warmup"
+    return run_batch, spent
+
+
+def test_warmup_that_never_settles_is_capped():
+    clock = FakeClock()
+    run_batch, spent = _flipping(clock)
+    w = timing.warm_up(run_batch, Settings(warmup_calls=1, warmup_ms=2.0, max_warmup_s=1000.0), clock)
+    assert w.reason == "unsettled"
+    assert 40.0 <= spent[0] - 1.0 < 200.0  # 20 x warmup_ms of calls after the first, not much more
+    clock = FakeClock()
+    run_batch, _ = _flipping(clock)
+    w = timing.warm_up(run_batch, Settings(warmup_calls=1, warmup_ms=10_000.0, max_warmup_s=0.5), clock)
+    assert w.reason == "max_warmup" and 0.5 <= clock.t < 5.0
 
 
 def test_calls_per_sample():

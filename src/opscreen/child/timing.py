@@ -71,6 +71,7 @@ BENCH_ATTRS = ("do_bench", "do_bench_cudagraph")
 ASCEND_TESTING = "triton.backends.ascend.testing"
 MAX_WARMUP_CALLS = 1_000_000
 SETTLE_TOLERANCE = 0.10  # warm-up: per-call time of two consecutive batches within 10 %
+SETTLE_BUDGET = 20.0  # warm-up: give up waiting to settle after 20 x warmup_ms (at least 20 ms) of calls
 
 
 # -- settings -------------------------------------------------------------------
@@ -204,7 +205,8 @@ def adaptive_sample(take_batch: Callable[[int], Sequence[float]], settings: Sett
 @dataclass
 class Warmup:
     """What the warm-up did: calls made (the first included), the first call's time,
-    the settled per-call time (ms) and why it stopped (``settled`` or ``max_warmup``)."""
+    the last per-call time (ms) and why it stopped (``settled``, ``unsettled`` or
+    ``max_warmup``)."""
 
     calls: int
     first_ms: float
@@ -219,9 +221,12 @@ def warm_up(run_batch: Callable[[int], float], settings: Settings,
 
     ``run_batch(k)`` runs it k times, waits for the device and returns the
     elapsed ms. The first call runs alone and unbounded (Triton compiles and
-    autotunes there). Then batches run until all of: at least ``warmup_calls``
-    calls and ``warmup_ms`` ms after the first, and two consecutive batches
-    agreeing on the per-call time within 10 %. ``max_warmup_s`` caps the whole.
+    autotunes there). Then batches (growing towards ``warmup_ms``) run until
+    at least ``warmup_calls`` calls and ``warmup_ms`` ms after the first, and
+    two consecutive batches agree on the per-call time within 10 %
+    (``settled``). A callable too noisy to settle stops after 20 x
+    ``warmup_ms`` of calls (``unsettled``); ``max_warmup_s`` (host clock)
+    caps the whole (``max_warmup``).
     """
     t0 = clock()
     first = float(run_batch(1))
@@ -236,8 +241,11 @@ def warm_up(run_batch: Callable[[int], float], settings: Settings,
         total += ms
         per = ms / batch
         settled = prev is not None and abs(per - prev) <= SETTLE_TOLERANCE * max(prev, 0.0)
-        if settled and calls - 1 >= settings.warmup_calls and total >= settings.warmup_ms:
-            return Warmup(calls, first, per, "settled")
+        if calls - 1 >= settings.warmup_calls and total >= settings.warmup_ms:
+            if settled:
+                return Warmup(calls, first, per, "settled")
+            if total >= SETTLE_BUDGET * max(settings.warmup_ms, 1.0):
+                return Warmup(calls, first, per, "unsettled")
         if clock() - t0 >= settings.max_warmup_s or calls >= MAX_WARMUP_CALLS:
             return Warmup(calls, first, per, "max_warmup")
         prev = per
