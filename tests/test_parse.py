@@ -283,3 +283,21 @@ def test_shape_repr_converter(text, obj):
 def test_shape_key_keeps_unreadable_text():
     assert shape_key("[torch.Size([2, 3]) <object at 0x7f>]").startswith("?")
     assert shape_key("[torch.Size([2,") .startswith("?")
+
+
+def test_record_entries_written_by_two_handlers_count_once():
+    line = (FIX / "abs_record.log").read_text().splitlines()[1]
+    body = line[line.index("{") :]
+    text = f"{line}\nINFO     flag_gems_benchmark:conftest.py:94 {body}\n"
+    res = parse_record_log_text(text)
+    assert len(res.rows) == 5 and all(r.test == "" for r in res.rows)
+
+
+def test_timer_cell_glued_to_the_number_before_it():
+    text = OPSCREEN_LOG.replace(
+        "SUCCESS     0.500000   0.600000   0.833   graph|graph-fallback:capture",
+        "SUCCESS     0.500000   0.600000   0.833graph|graph-fallback:capture",
+    )
+    assert "0.833graph" in text
+    b = parse_run_log_text(text).rows[1]
+    assert (b.speedup, b.torch_timer, b.lib_timer, b.torch_samples, b.shape) == (0.833, "graph", "graph-fallback:capture", 10, "[[128,64],1]")

@@ -62,6 +62,7 @@ _SESSION_END = re.compile(
 _SECTION = re.compile(r"^_{3,} (?P<name>\S.*?) _{3,}\s*$")
 _SHORT = re.compile(r"^(?P<kind>FAILED|ERROR) (?P<node>\S+::\S+)(?: - (?P<reason>.*))?$")
 _SPLIT_HEADER = re.compile(r"\s{2,}")
+_GLUED = re.compile(r"^(N/A|[-+]?\d+\.\d+)([A-Za-z].*)$")
 
 
 def norm_dtype(dtype: Any) -> str:
@@ -462,8 +463,17 @@ def _parse_row(sp, layout, op, dtype, mode, level, legend, legend_text, occ, sou
     n = len(numeric)
     i = 1
     vals: list[str] = []
-    while i < len(sp) and len(vals) < n and _NUM.match(sp[i]):
-        vals.append(sp[i])
+    while i < len(sp) and len(vals) < n:
+        tok = sp[i]
+        if not _NUM.match(tok):
+            m = _GLUED.match(tok) if layout.tags else None
+            if m is None:
+                break
+            # a timer cell wider than its column touches the number before it:
+            # "1.031graph|graph-fallback:capture" -> "1.031", "graph|graph-fallback:capture"
+            sp = sp[:i] + [m.group(1), m.group(2)] + sp[i + 1 :]
+            tok = sp[i]
+        vals.append(tok)
         i += 1
     ntag = len(layout.tags)
     tags = sp[i : i + ntag]
@@ -581,12 +591,19 @@ def parse_record_log_text(text: str, source: str = "record.log") -> ParsedLog:
     lines = text.split("\n")
     last = len(lines) - 1
     entries = []
+    seen: set[str] = set()
     for idx, line in enumerate(lines):
         b = line.find("{")
         if b < 0:
             continue
+        body = line[b:].rstrip()
+        if body in seen:
+            # the same entry written twice by two log handlers ("[INFO] {..}" and
+            # pytest's "INFO  logger:file.py:94 {..}"): one measurement, one entry
+            continue
+        seen.add(body)
         try:
-            obj = json.loads(line[b:])
+            obj = json.loads(body)
         except ValueError:
             if idx >= last - 1 and not line[b:].rstrip().endswith("}"):
                 res.truncated = True
