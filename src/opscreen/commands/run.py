@@ -7,7 +7,7 @@ own dtypes and then one dtype at a time. The run directory is a journal: run the
 same command again (or with ``--resume``) after a kill and only the ops without a
 ``.complete`` marker run. See docs/batch.md.
 
-Exit status: 0 every op passed (or was skipped/dismissed), 1 some op did not pass,
+Exit status (of the whole run dir): 0 every op passed (or was skipped/dismissed), 1 some op did not pass,
 2 usage error, 3 ops left unrun (every device went bad), 130 interrupted.
 """
 

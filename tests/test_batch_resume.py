@@ -1,0 +1,164 @@
+"""Resume, replay and kill safety of ``opscreen run`` (real processes, the fault suite)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_batch_faults import Faults, result, status_rows  # noqa: E402
+
+
+@pytest.fixture
+def faults(tmp_path):
+    f = Faults(tmp_path)
+    yield f
+    for pid in f.tagged():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+OK_OPS = [f"ok_{c}" for c in "abcdefgh"]
+
+
+def completed(out: Path) -> set[str]:
+    ops = out / "ops"
+    return {p.parent.name for p in ops.glob("*/.complete")} if ops.is_dir() else set()
+
+
+def last_invocation(out: Path, op: str) -> int:
+    text = (out / "ops" / op / "run.log").read_text()
+    found = re.findall(rf"faults: {op} invocation (\d+)", text)
+    assert found, f"no invocation line in {op}/run.log"
+    return int(found[-1])
+
+
+def test_sigkill_at_random_points_then_resume(faults):
+    """SIGKILL the runner at >= 20 random moments; each restart resumes. In the end
+    every op is recorded exactly once and no completed op ever ran again."""
+    out = faults.tmp / "run"
+    ops = OK_OPS + ["flaky", "broken"]
+    args = ["--ops", ",".join(ops), "--devices", "0,1", "--timeout", "30", "--grace", "0.5"]
+    env = {"FAULTS_OP_SLEEP": "0.2"}
+    rng = random.Random(20260817)
+    runs_when_complete: dict[str, int] = {}
+    kills = 0
+    for _ in range(40):
+        proc = faults.popen(out, *args, env=env)
+        time.sleep(rng.uniform(0.05, 1.2))
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            kills += 1
+        proc.communicate(timeout=60)
+        # invariants at every kill point
+        done = completed(out)
+        for op in done:
+            assert (out / "ops" / op / "result.json").is_file()
+            runs_when_complete.setdefault(op, faults.runs(op))
+        if (out / "ops_status.csv").exists():
+            rows = status_rows(out)  # asserts no duplicate rows
+            assert set(rows) <= done  # a row only for a complete op
+        if kills >= 24 or done == set(ops):
+            break
+    assert kills >= 20, f"only {kills} kill points (the run finished too early)"
+    res = faults.run(out, *args, env=env)
+    assert res.returncode == 1, res.stdout + res.stderr  # 'broken' fails by design
+    rows = status_rows(out)
+    assert set(rows) == set(ops)
+    assert completed(out) == set(ops)
+    for op in OK_OPS + ["flaky"]:
+        assert rows[op]["status"] == "passed", rows[op]
+    assert rows["broken"]["status"] == "failed"
+    for op in ops:
+        # the results shown come from the op's last run: nothing ran after it
+        assert last_invocation(out, op) == faults.runs(op), op
+        # and an op complete at some kill point never ran again
+        if op in runs_when_complete:
+            assert faults.runs(op) == runs_when_complete[op], op
+    faults.assert_no_leftovers()
+
+
+def test_resume_skips_complete_and_clears_partial(faults):
+    out = faults.tmp / "run"
+    res = faults.run(out, "--ops", "ok_a,ok_b", "--devices", "0", "--timeout", "20")
+    assert res.returncode == 0, res.stdout + res.stderr
+    # a partial op dir (as a kill mid-op leaves it)
+    partial = out / "ops" / "ok_c"
+    partial.mkdir(parents=True)
+    (partial / "run.log").write_text("half a log\n")
+    (partial / "junk.bin").write_text("x")
+    res = faults.run(out, "--ops", "ok_a,ok_b,ok_c", "--devices", "0", "--timeout", "20")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "2 already complete" in res.stdout
+    assert faults.runs("ok_a") == 1 and faults.runs("ok_b") == 1 and faults.runs("ok_c") == 1
+    assert not (partial / "junk.bin").exists()
+    assert "half a log" not in (partial / "run.log").read_text()
+    assert set(status_rows(out)) == {"ok_a", "ok_b", "ok_c"}
+    ident = json.loads((out / "run_identity.json").read_text())
+    assert len(ident["sessions"]) == 2
+
+
+def test_resume_refuses_other_caliber_settings(faults):
+    out = faults.tmp / "run"
+    res = faults.run(out, "--ops", "ok_a", "--devices", "0", "--timer", "wallclock")
+    assert res.returncode == 0, res.stdout + res.stderr
+    res = faults.run(out, "--ops", "ok_a", "--devices", "0", "--timer", "direct")
+    assert res.returncode == 2
+    assert "measured with other settings" in res.stderr and "timer" in res.stderr
+    res = faults.run(out, "--no-resume")
+    assert res.returncode == 2 and "already holds a run" in res.stderr
+
+
+def test_replay_from_reruns_what_did_not_pass_with_recorded_settings(faults):
+    first = faults.tmp / "first"
+    res = faults.run(first, "--ops", "ok_a,broken", "--devices", "0", "--timeout", "7", "--retries", "1")
+    assert res.returncode == 1
+    assert faults.runs("broken") == 2 and faults.runs("ok_a") == 1
+    second = faults.tmp / "second"
+    res = faults.run(second, "--replay-from", first)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert set(status_rows(second)) == {"broken"}
+    assert faults.runs("ok_a") == 1 and faults.runs("broken") == 4
+    ident = json.loads((second / "run_identity.json").read_text())
+    assert ident["batch"]["timeout"] == 7.0 and ident["batch"]["retries"] == 1
+    assert ident["batch"]["replay_of"] == str(first)
+    # replay in place: the op is reset and run again inside the same run dir
+    res = faults.run(first, "--replay-from", first, "--ops", "ok_a")
+    assert res.returncode == 1  # 'broken' is still recorded as failed in that run
+    assert faults.runs("ok_a") == 2
+    assert set(status_rows(first)) == {"ok_a", "broken"}
+    assert result(first, "ok_a")["status"] == "passed"
+    faults.assert_no_leftovers()
+
+
+def test_leftovers_of_a_killed_runner_are_reaped_on_resume(faults):
+    """A runner SIGKILLed while an op holds a grandchild: the restart kills it."""
+    out = faults.tmp / "run"
+    proc = faults.popen(out, "--ops", "hang", "--devices", "0", "--timeout", "120")
+    try:
+        pids = faults.state / "pids"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if pids.is_dir() and len(list(pids.iterdir())) >= 2:  # pytest child + its sleep
+                break
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert faults.tagged(), "the killed runner's children should still be there"
+    res = faults.run(out, "--ops", "ok_a", "--devices", "0", "--timeout", "20")
+    assert res.returncode == 0, res.stdout + res.stderr
+    faults.assert_no_leftovers(wait=2)
