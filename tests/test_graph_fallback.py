@@ -335,6 +335,11 @@ class FakeDev:
     def __init__(self):
         self.default_generators = [FakeGen()]
         self.capturing = False
+        self.pools = 0
+
+    def graph_pool_handle(self):
+        self.pools += 1
+        return (0, self.pools)
 
     def current_device(self):
         return 0
@@ -352,8 +357,9 @@ class FakeTorchGraph:
         self.end_error = end_error
         self.ended = 0
 
-    def capture_begin(self, capture_error_mode="global"):
+    def capture_begin(self, pool=None, capture_error_mode="global"):
         self.mode = capture_error_mode
+        self.pool = pool
         self.dev.capturing = True
 
     def capture_end(self):
@@ -363,8 +369,18 @@ class FakeTorchGraph:
             raise self.end_error
 
 
+class RecordingTorchAPI(G.TorchGraphAPI):
+    def __init__(self, *a, **k):
+        super().__init__(*a, **k)
+        self.allocator = []
+
+    def _allocator_call(self, name, pool):
+        self.allocator.append((name, pool))
+        return True
+
+
 def _torch_api(dev):
-    api = G.TorchGraphAPI("fake.cuda.Graph", device_type="cuda")
+    api = RecordingTorchAPI("torch.cuda.CUDAGraph", device_type="cuda")
     api._dev, api._graph_cls = dev, None
     return api
 
@@ -392,7 +408,26 @@ def test_torch_capture_ends_an_invalidated_capture_and_reraises_the_body_error()
     with pytest.raises(RuntimeError, match="not permitted when stream is capturing"):
         api.capture(g, body)
     assert g.ended == 1 and not dev.capturing
-    assert g.mode == "thread_local"
+    assert g.mode == "thread_local" and g.pool == (0, 1)
+    # capture_end raised before telling the allocator: its pool is abandoned explicitly
+    assert api.allocator == [("endAllocateToPool", (0, 1)), ("releasePool", (0, 1))]
+
+
+def test_torch_capture_success_leaves_the_pool_to_reset():
+    dev = FakeDev()
+    api = _torch_api(dev)
+    g = FakeTorchGraph(dev)
+    api.capture(g, lambda: None)
+    assert g.ended == 1 and api.allocator == []
+
+
+def test_torch_capture_body_error_with_clean_end_keeps_the_pool_to_reset():
+    dev = FakeDev()
+    api = _torch_api(dev)
+    g = FakeTorchGraph(dev)
+    with pytest.raises(ValueError):
+        api.capture(g, lambda: (_ for _ in ()).throw(ValueError("python error in the op")))
+    assert g.ended == 1 and not dev.capturing and api.allocator == []
 
 
 def test_torch_recover_refuses_a_stream_left_capturing():

@@ -182,24 +182,72 @@ class TorchGraphAPI(GraphAPI):
         return bool(fn()) if fn else False
 
     # -- capture
+    def _new_pool(self):
+        """A fresh memory-pool id for one capture (None where the vendor has no handle)."""
+        handle = getattr(self.dev(), "graph_pool_handle", None)
+        if handle is None:
+            return None
+        try:
+            return handle()
+        except Exception:
+            return None
+
+    def _begin(self, graph, pool) -> None:
+        kwargs = {"capture_error_mode": self.capture_error_mode}
+        if pool is not None:
+            kwargs["pool"] = pool
+        try:
+            graph.capture_begin(**kwargs)
+        except TypeError:
+            graph.capture_begin(*(() if pool is None else (pool,)))
+
+    def _allocator_call(self, name: str, pool) -> bool:
+        """``torch._C._cuda_<name>(device, pool)``; False when absent or refused."""
+        if pool is None or not self.graph_api.startswith("torch.cuda."):
+            return False
+        try:
+            import torch
+
+            fn = getattr(torch._C, f"_cuda_{name}", None)
+            if fn is None:
+                return False
+            fn(self._index(), pool)
+            return True
+        except Exception:
+            return False
+
+    def abandon_pool(self, pool) -> None:
+        """After a ``capture_end`` that raised before telling the allocator: stop
+        routing allocations to the capture's pool and release it, so no stale
+        capture stays registered with the caching allocator (``reset()`` only
+        releases pools of captures that ended)."""
+        if self._allocator_call("endAllocateToPool", pool):
+            self._allocator_call("releasePool", pool)
+
     def capture(self, graph, body: Callable[[], None]) -> None:
         self.synchronize()
-        try:
-            graph.capture_begin(capture_error_mode=self.capture_error_mode)
-        except TypeError:
-            graph.capture_begin()
+        pool = self._new_pool()
+        self._begin(graph, pool)
         try:
             body()
         except BaseException:
             # end the capture on this stream (capture_end checks it is the same one);
             # an invalidated capture makes capture_end raise: the body's error matters
+            ended = False
             if self.is_capturing():
                 try:
                     graph.capture_end()
+                    ended = True
                 except Exception:
                     pass
+            if not ended:
+                self.abandon_pool(pool)
             raise
-        graph.capture_end()
+        try:
+            graph.capture_end()
+        except BaseException:
+            self.abandon_pool(pool)
+            raise
 
     def replay(self, graph) -> None:
         graph.replay()
