@@ -203,17 +203,20 @@ _ERR_PATTERNS = [
 
 
 def last_error_line(lines) -> str | None:
-    best = None
+    """The most telling error line: a fatal line, else the last ``E   XxxError: ...``
+    line of a traceback, else pytest's (truncated) FAILED/ERROR summary."""
+    found: list[str | None] = [None] * len(_ERR_PATTERNS)
     for line in lines:
         s = line.rstrip()
-        for rx in _ERR_PATTERNS:
+        for i, rx in enumerate(_ERR_PATTERNS):
             m = rx.match(s)
             if m:
-                best = (m.group(1) if m.groups() else m.group(0)).strip()
-                if s.startswith(FATAL_PREFIX):
-                    return s[:500]
+                found[i] = (m.group(1) if m.groups() else m.group(0)).strip()
                 break
-    return best[:500] if best else None
+    for hit in found:
+        if hit:
+            return hit[:500]
+    return None
 
 
 def classify(rc: int | None, timed_out: bool, interrupted: bool, tail) -> tuple[str, int, str | None]:
@@ -316,19 +319,25 @@ def run_op(
 
         for line in banner_start(req, timer, out_dir, argv):
             emit(line + "\n")
-        res = run_streaming(
-            argv,
-            on_line=lambda raw: emit(raw, raw),
-            timeout=req.timeout,
-            grace=req.grace,
-            env=env,
-            cwd=req.suite.root,
-            stop=stop,
-        )
-        status, code, err = classify(res.returncode, res.timed_out, res.interrupted, list(tail))
-        if res.timed_out:
-            err = f"timed out after {req.timeout:g} s" + (f"; last error: {err}" if err else "")
-        outcome = OpOutcome(status, code, res.returncode, res.duration_s, err, out_dir, timer)
+        try:
+            res = run_streaming(
+                argv,
+                on_line=lambda raw: emit(raw, raw),
+                timeout=req.timeout,
+                grace=req.grace,
+                env=env,
+                cwd=req.suite.root,
+                stop=stop,
+            )
+        except OSError as exc:  # the child could not even start
+            msg = f"could not start {argv[0]}: {exc}"
+            emit(f"[opscreen] {msg}\n")
+            outcome = OpOutcome("crashed", EXIT_CRASHED, None, 0.0, msg, out_dir, timer)
+        else:
+            status, code, err = classify(res.returncode, res.timed_out, res.interrupted, list(tail))
+            if res.timed_out:
+                err = f"timed out after {req.timeout:g} s" + (f"; last error: {err}" if err else "")
+            outcome = OpOutcome(status, code, res.returncode, res.duration_s, err, out_dir, timer)
         for line in banner_end(outcome):
             emit(line + "\n")
     finish_identity(config, outcome)

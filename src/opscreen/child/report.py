@@ -160,6 +160,19 @@ def _patch_loaded() -> None:
             patch_consts(mod)
 
 
+def _is_suite_record_file(path: str) -> bool:
+    """A regular file named like the suite's record log (``result_*.log``)."""
+    import stat
+
+    name = os.path.basename(path)
+    if not (name.startswith("result_") and name.endswith(".log")):
+        return False
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 def relocate_record_log(dest: str) -> None:
     """Point the suite's record logger at ``dest``, keeping what it wrote so far."""
     logger = logging.getLogger(RECORD_LOGGER)
@@ -173,7 +186,9 @@ def relocate_record_log(dest: str) -> None:
         h.flush()
         logger.removeHandler(h)
         h.close()
-        if src and os.path.exists(src):
+        if src and _is_suite_record_file(src):
+            # Only the suite's own record file moves; anything else a handler
+            # points at (a device node such as /dev/null, a shared log) is left alone.
             shutil.copyfile(src, dest)
             os.unlink(src)
         nh = logging.FileHandler(dest, mode="a", encoding="utf-8")
