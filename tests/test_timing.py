@@ -441,6 +441,10 @@ def test_kernel_mode():
 def test_cudagraph_mode():
     report("cudagraph", base.measure(work, mode="cudagraph"))
 
+def test_fatal_exit_without_plugins():
+    from opscreen.child import config
+    config.fatal_exit("illegal-address", "CUDA error: an illegal memory access was encountered")
+
 def test_fatal():
     print("context printed before the fault")
     def fn():
@@ -460,7 +464,7 @@ def _suite(tmp_path):
     return tmp_path
 
 
-def _run(root, timer, *select, capture=False):
+def _run(root, timer, *select, capture=False, plugins=("opscreen.child.timing",)):
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPSCREEN_")}
     env["PYTHONPATH"] = os.pathsep.join([str(SRC), str(root)])
     if timer:
@@ -472,7 +476,7 @@ def _run(root, timer, *select, capture=False):
                        "warmup_calls": 2, "warmup_ms": 1, "sample_ms": 0.05},
         }))
         env[config.ENV_CONFIG] = str(cfg)
-    args = [sys.executable, "-m", "pytest", "-p", "opscreen.child.timing", "-p", "no:cacheprovider",
+    args = [sys.executable, "-m", "pytest", *(a for p in plugins for a in ("-p", p)), "-p", "no:cacheprovider",
             "benchmark/test_tiny.py", "-k", " or ".join(select)]
     if not capture:
         args.append("-s")
@@ -518,9 +522,17 @@ def test_no_config_means_no_patching(tmp_path):
 
 def test_fatal_end_to_end_leaves_with_86_despite_output_capture(tmp_path):
     root = _suite(tmp_path)
-    proc, _ = _run(root, "wallclock", "fatal", capture=True)
+    proc, _ = _run(root, "wallclock", "test_fatal and not without_plugins", capture=True)
     assert proc.returncode == config.EXIT_DEVICE_FATAL, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     fatal = [line for line in lines if line.startswith(config.FATAL_PREFIX)]
     assert fatal == ["OPSCREEN-FATAL: device-assert: CUDA error: device-side assert triggered"]
     assert "context printed before the fault" in proc.stdout  # what pytest had captured
+
+
+def test_fatal_line_reaches_stdout_under_capture_without_the_timing_plugin(tmp_path):
+    # only config.py is imported early (as the device plugin does); nobody attached pytest
+    root = _suite(tmp_path)
+    proc, _ = _run(root, None, "fatal_exit_without_plugins", capture=True, plugins=("opscreen.child.config",))
+    assert proc.returncode == config.EXIT_DEVICE_FATAL, proc.stdout + proc.stderr
+    assert proc.stdout.count("OPSCREEN-FATAL: illegal-address: CUDA error: an illegal memory access was encountered") == 1

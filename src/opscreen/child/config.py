@@ -153,6 +153,19 @@ def planned_timer(cfg: dict | None = None, environ: dict | None = None) -> str |
 _pytest_config = None
 
 
+def _dup_stdout():
+    try:
+        return os.dup(1)
+    except OSError:
+        return None
+
+
+# The process's stdout as it was when this module was imported: plugins named with
+# ``-p`` are imported before pytest starts capturing, so this is the real pipe to
+# the harness even when a fatal error strikes under capture (not inheritable).
+_STDOUT_FD = _dup_stdout()
+
+
 def attach_pytest_config(pytest_config) -> None:
     """Remember the running pytest config so :func:`fatal_exit` can lift output capture.
 
@@ -202,8 +215,10 @@ def fatal_exit(kind: str, message: object, code: int = EXIT_DEVICE_FATAL) -> NoR
     For device-fatal errors (illegal memory access, device-side assert, ...)
     that leave the device context unusable: the batch runner sees exit status
     86 and restarts the op in a fresh process. Output that pytest captured so
-    far is written out first so run.log keeps the context. ``os._exit`` skips
-    atexit handlers and finalizers, which would touch the broken context.
+    far is written out first (when :func:`attach_pytest_config` was called) so
+    run.log keeps the context; the line itself goes to the stdout this module
+    saw at import, so it reaches the harness even under capture. ``os._exit``
+    skips atexit handlers and finalizers, which would touch the broken context.
     """
     line = fatal_line(kind, message)
     _release_capture()
@@ -212,8 +227,23 @@ def fatal_exit(kind: str, message: object, code: int = EXIT_DEVICE_FATAL) -> NoR
             stream.flush()
         except Exception:
             pass
-    try:
-        os.write(1, (line + "\n").encode("utf-8", "replace"))
-    except OSError:
-        pass
+    data = (line + "\n").encode("utf-8", "replace")
+    targets = [1]
+    if _STDOUT_FD is not None:
+        targets = [_STDOUT_FD]
+        if not _same_file(_STDOUT_FD, 1):
+            targets.append(1)  # fd 1 was redirected since import: write there too
+    for fd in targets:
+        try:
+            os.write(fd, data)
+        except OSError:
+            pass
     os._exit(code)
+
+
+def _same_file(fd_a: int, fd_b: int) -> bool:
+    try:
+        a, b = os.fstat(fd_a), os.fstat(fd_b)
+        return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+    except OSError:
+        return False
