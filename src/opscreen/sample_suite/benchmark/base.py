@@ -39,11 +39,15 @@ def _synchronize():
     """Wait for the device; the CPU executes synchronously."""
 
 
+_OVERRUN = 3
+
+
 def do_bench(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean"):
     """Time ``fn`` with the monotonic clock; the shape of ``triton.testing.do_bench``.
 
     Runs ``fn`` for about ``warmup`` ms, then times about ``rep`` ms worth of single
     calls and returns the statistic ``return_mode`` (min, max, mean, median, all) in ms.
+    Each loop stops early once it has run three times its budget.
     """
     fn()
     _synchronize()
@@ -54,9 +58,15 @@ def do_bench(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_m
     estimate_ms = max((time.perf_counter() - start) * 1e3 / 5, 1e-6)
     n_warmup = max(1, int(warmup / estimate_ms))
     n_repeat = max(1, int(rep / estimate_ms))
+    # Unlike triton, stop a loop that overruns its budget by _OVERRUN times: on a
+    # loaded CPU single calls can get far slower than the 5-call estimate.
+    deadline = time.perf_counter() + _OVERRUN * warmup / 1e3
     for _ in range(n_warmup):
         fn()
+        if time.perf_counter() > deadline:
+            break
     times = []
+    deadline = time.perf_counter() + _OVERRUN * rep / 1e3
     for _ in range(n_repeat):
         if grad_to_none is not None:
             for x in grad_to_none:
@@ -64,7 +74,10 @@ def do_bench(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_m
         t0 = time.perf_counter()
         fn()
         _synchronize()
-        times.append((time.perf_counter() - t0) * 1e3)
+        t1 = time.perf_counter()
+        times.append((t1 - t0) * 1e3)
+        if t1 > deadline:
+            break
     if quantiles is not None:
         qs = torch.tensor(times, dtype=torch.float64).quantile(
             torch.tensor(quantiles, dtype=torch.float64)
