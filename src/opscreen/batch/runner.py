@@ -732,7 +732,12 @@ class BatchRunner:
             msg += f"; {len(unrun)} op(s) not run: no healthy device left"
         if self.stopping:
             msg += "; run the same command again to resume"
-        print(msg, file=sys.stderr if self.stopping else sys.stdout, flush=True)
+        stream = getattr(self.progress, "stream", None) or sys.stdout
+        try:
+            stream.write(msg + "\n")
+            stream.flush()
+        except (OSError, ValueError):
+            pass
         return BatchSummary(len(set(c.ops) | set(self.records)), counts, unrun, dict(self.health.bad), self.stopping, code, dict(self.records))
 
 

@@ -24,7 +24,13 @@ from ._common import add_backend_arguments
 
 NAME = "run"
 HELP = "screen many ops (default: all) across devices; resumable run directory"
-DESCRIPTION = __doc__.split("\n\n")[0].split("\n", 1)[-1] if __doc__ else HELP
+DESCRIPTION = (
+    "Screen every chosen op of a suite across the devices of this machine: one child process per "
+    "op attempt, one op at a time per device, placed by a stable hash of the op name (idle devices "
+    "steal). The run directory is a journal: run the same command again after a kill and only the "
+    "ops without a .complete marker run. Exit status: 0 every op passed, 1 some op did not pass, "
+    "2 usage error, 3 ops left unrun (no healthy device), 130 interrupted. See docs/batch.md."
+)
 ORDER = 34
 
 DEFAULTS = {
