@@ -141,23 +141,33 @@ def op_dtype_lists(suite) -> dict[str, list[str]]:
 
 
 def load_dismissed(path: str | None, known: list[str]) -> dict[str, str]:
-    """op -> reason from the dismiss list (``opscreen.assets.dismiss``)."""
+    """op -> reason from the dismiss list (``opscreen.assets.dismiss``).
+
+    An explicit ``--dismiss FILE`` is checked strictly (an op the suite does not
+    have is an error); the repository's default ``ops/dismiss.yaml`` applies to
+    the ops of this suite that it lists. ``--dismiss none``: nothing dismissed.
+    """
     if path is not None and path.strip().lower() == "none":
         return {}
     try:
-        from ..assets import dismiss as dmod
+        from ..assets.dismiss import load_dismiss
     except ImportError:
         if path:
             raise UsageError("--dismiss: this opscreen has no dismiss-list support (opscreen.assets.dismiss)") from None
         return {}
-    if path is None:
-        default = getattr(dmod, "default_dismiss_path", None) or getattr(dmod, "DEFAULT_PATH", None)
-        default = default() if callable(default) else default
-        if not default or not Path(default).is_file():
-            return {}
-        path = str(default)
-    loaded = dmod.load_dismiss(path, known)
-    return normalise_dismissed(loaded)
+    if path is not None:
+        return normalise_dismissed(load_dismiss(Path(path).expanduser(), set(known)))
+    try:
+        from ..assets.shapes import repo_ops_dir
+
+        ops_dir = repo_ops_dir()
+    except Exception:  # noqa: BLE001 - no default list
+        return {}
+    default = Path(ops_dir) / "dismiss.yaml" if ops_dir is not None else None
+    if default is None or not default.is_file():
+        return {}
+    known_set = set(known)
+    return {op: why for op, why in normalise_dismissed(load_dismiss(default, None)).items() if op in known_set}
 
 
 def normalise_dismissed(loaded) -> dict[str, str]:
