@@ -382,7 +382,7 @@ class BatchRunner:
             name = signal.Signals(signum).name
             self.progress.message(
                 f"opscreen run: {name}: stopping; killing {len(self.inflight)} running op(s); "
-                "completed ops are kept, run the same command again to resume"
+                f"completed ops are kept; resume with: opscreen run --out {self.journal.root}"
             )
 
     # -- attempts ----------------------------------------------------------------
@@ -730,8 +730,8 @@ class BatchRunner:
             msg += "; bad devices: " + ", ".join(f"{d} ({r})" for d, r in self.health.bad.items())
         if unrun and not self.stopping:
             msg += f"; {len(unrun)} op(s) not run: no healthy device left"
-        if self.stopping:
-            msg += "; run the same command again to resume"
+        if self.stopping or unrun:
+            msg += f"; resume with: opscreen run --out {self.journal.root}"
         stream = getattr(self.progress, "stream", None) or sys.stdout
         try:
             stream.write(msg + "\n")
