@@ -355,3 +355,16 @@ def test_dismissed_ops_are_listed_not_run(faults):
     dismiss.write_text("- op: not_an_op\n  reason: x\n  date: 2026-08-21\n")
     res = faults.run(faults.tmp / "run2", "--ops", "ok_a", "--dismiss", dismiss)
     assert res.returncode == 2 and "not_an_op" in res.stderr
+
+
+def test_inventory_ops_and_gpus_alias_all(faults):
+    out = faults.tmp / "run"
+    inv = faults.tmp / "inventory.json"
+    inv.write_text(json.dumps({"schema": "opscreen.inventory/1", "ops": {"ok_a": {}, "ok_d": {"files": ["benchmark/test_ok.py"]}}}))
+    res = faults.run(out, "--inventory", inv, "--gpus", "all", "--timeout", "20")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert set(status_rows(out)) == {"ok_a", "ok_d"}
+    ident = json.loads((out / "run_identity.json").read_text())
+    # on cpu, 'all' is min(2, cores) parallel slots
+    assert ident["batch"]["devices"] == list(range(min(2, os.cpu_count() or 1)))
+    assert ident["settings"]["ops_source"].startswith("--inventory")
