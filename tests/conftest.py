@@ -33,3 +33,6 @@ def run_cli(*args, env=None, cwd=None, timeout=300, input=None):
 @pytest.fixture
 def cli():
     return run_cli
+
+# Fixture suites have their own benchmark/ packages and conftests: never collect them here.
+collect_ignore = ["fixtures"]

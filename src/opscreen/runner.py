@@ -38,6 +38,9 @@ SHAPE_MODES = ("upstream", "curated")
 VENDOR_KEYS = ("GEMS_VENDOR", "FLAGGEMS_VENDOR", "GEMS_BACKEND")
 TUNING_KEYS = ("USE_FLAGTUNE", "USE_FLAGTUNE_COST_MODEL")
 
+# On the host CPU a measurement is cheap to repeat but noisy; cap each case short.
+CPU_TIMING = {"max_time_s": 0.1, "min_samples": 5}
+
 EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_TIMEOUT, EXIT_FATAL, EXIT_CRASHED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 5, 130
 
 _ANSI_RX = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
@@ -68,6 +71,7 @@ class OpRequest:
     grace: float = 10.0
     extra_args: list[str] = field(default_factory=list)
     color: bool = False
+    env: dict[str, str] = field(default_factory=dict)  # extra environment for the child
 
     def settings(self) -> dict:
         """What a replay needs to run this op again the same way."""
@@ -127,7 +131,7 @@ def shape_file_for(req: OpRequest, out_dir: Path) -> Path | None:
         return None
     from .assets.shapes import curated_shape_source, write_merged_shape_file
 
-    src = curated_shape_source() if mode == "curated" else Path(mode).expanduser().resolve()
+    src = curated_shape_source(req.suite.root) if mode == "curated" else Path(mode).expanduser().resolve()
     if not src.is_file():
         raise UsageError(f"shape file {src} not found (SHAPE_MODE is upstream, curated, or a path)")
     return write_merged_shape_file(req.suite.root, src, out_dir / "shapes.merged.yaml")
@@ -147,6 +151,12 @@ def child_env(req: OpRequest, config_path: Path, shim: Path) -> dict[str, str]:
     env["USE_FLAGTUNE_COST_MODEL"] = req.use_flagtune_cost_model
     env["OPSCREEN_CHILD_CONFIG"] = str(config_path)
     env["PYTHONUNBUFFERED"] = "1"
+    # pytest cuts its summary lines to the terminal width; a pipe has none.
+    env.setdefault("COLUMNS", "240")
+    if req.backend.capabilities.slots:
+        # Parallel CPU slots share the host: one intra-op thread each, unless asked.
+        env.setdefault("OMP_NUM_THREADS", "1")
+    env.update(req.env)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     if req.color:
         env["OPSCREEN_COLOR"] = "1"
@@ -285,7 +295,7 @@ def run_op(
         "capabilities": caps.as_dict(),
         "timer": timer,
         "timer_requested": req.timer,
-        "timing": timing_overrides(),
+        "timing": {**(CPU_TIMING if caps.slots else {}), **timing_overrides()},
         "level": req.level,
         "dtypes": req.dtypes,
         "shape_mode": req.shape_mode,

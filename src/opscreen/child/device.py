@@ -44,6 +44,13 @@ def probe(cfg: dict) -> dict:
     dtype = cfg.get("device_type", "cpu")
     ordinal = int(cfg.get("device_ordinal", 0) or 0)
     out: dict = {"device_type": dtype, "device_ordinal": ordinal}
+    if dtype == "cpu":
+        # Nothing to check on the host, and no reason to import torch for it.
+        import platform
+
+        out["device_name"] = platform.processor() or platform.machine()
+        out["device_count"] = os.cpu_count()
+        return out
     try:
         import torch
     except Exception as exc:  # the suite's Python has no torch
@@ -63,12 +70,6 @@ def probe(cfg: dict) -> dict:
         return out
     if backend == "rocm" and not out["runtime"]["hip"]:
         out["error"] = f"backend rocm but torch {torch.__version__} is not a ROCm build (torch.version.hip is None)"
-        return out
-    if dtype == "cpu":
-        import platform
-
-        out["device_name"] = platform.processor() or platform.machine()
-        out["device_count"] = os.cpu_count()
         return out
     mod = getattr(torch, dtype, None)
     try:

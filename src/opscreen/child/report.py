@@ -94,7 +94,7 @@ def format_result(res) -> str:
         cols.append(f"{'TFLOPS':>20}")
     if has_gbps:
         cols += [f"{'Torch GBPS ':>20}", f"{'Gems GBPS ':>20}"]
-    cols += [f"{'Timer':>24}", f"{'Samples':>12}", f"{'Noise(%)':>14}", f"{'Size Detail':>20}"]
+    cols += [f"{'Timer':>30}", f"{'Samples':>12}", f"{'Noise(%)':>16}", f"{'Size Detail':>20}"]
     header_cols = " ".join(cols)
     out = [f"\nOperator: {res.op_name}  Performance Test (dtype={res.dtype}, mode={res.mode},level={res.level})"]
     if legend:
@@ -114,10 +114,10 @@ def format_result(res) -> str:
         if has_gbps:
             line += f"{num(m.gbps_base, '.3f'):>20}{num(m.gbps, '.3f'):>20}"
         tcell = timer_cell(m.latency_base, m.latency)
-        tpad = f"{tcell:>24}"
+        tpad = " " + f"{tcell:>29}"
         line += _paint(tpad, YELLOW) if "fallback" in tcell else tpad
-        line += f"{pair_cell(m.latency_base, m.latency, 'samples', lambda x: str(int(x))):>12}"
-        line += f"{pair_cell(m.latency_base, m.latency, 'rsd', lambda x: f'{100.0 * x:.2f}'):>14}"
+        line += " " + f"{pair_cell(m.latency_base, m.latency, 'samples', lambda x: str(int(x))):>11}"
+        line += " " + f"{pair_cell(m.latency_base, m.latency, 'rsd', lambda x: f'{100.0 * x:.2f}'):>15}"
         line += " " * 10 + f"{detail if detail is not None else 'N/A'}"
         out.append(line)
     return "\n".join(out) + "\n"
@@ -165,7 +165,7 @@ def _is_suite_record_file(path: str) -> bool:
     import stat
 
     name = os.path.basename(path)
-    if not (name.startswith("result_") and name.endswith(".log")):
+    if not (name.startswith(("result_", "result-")) and name.endswith(".log")):
         return False
     try:
         return stat.S_ISREG(os.lstat(path).st_mode)
@@ -174,23 +174,25 @@ def _is_suite_record_file(path: str) -> bool:
 
 
 def relocate_record_log(dest: str) -> None:
-    """Point the suite's record logger at ``dest``, keeping what it wrote so far."""
+    """Point the suite's record logger at ``dest``, keeping what it wrote so far.
+
+    Only a handler writing the suite's own record file (``result_*.log``, a
+    regular file) is moved; any other handler on that logger (pytest attaches
+    one on ``/dev/null`` to non-propagating loggers) is left exactly as it is.
+    """
     logger = logging.getLogger(RECORD_LOGGER)
     for h in list(logger.handlers):
         if not isinstance(h, logging.FileHandler):
             continue
         src = getattr(h, "baseFilename", None)
-        if src and os.path.abspath(src) == os.path.abspath(dest):
+        if not src or os.path.abspath(src) == os.path.abspath(dest) or not _is_suite_record_file(src):
             continue
         fmt, level = h.formatter, h.level
         h.flush()
         logger.removeHandler(h)
         h.close()
-        if src and _is_suite_record_file(src):
-            # Only the suite's own record file moves; anything else a handler
-            # points at (a device node such as /dev/null, a shared log) is left alone.
-            shutil.copyfile(src, dest)
-            os.unlink(src)
+        shutil.copyfile(src, dest)
+        os.unlink(src)
         nh = logging.FileHandler(dest, mode="a", encoding="utf-8")
         nh.setLevel(level)
         if fmt is not None:

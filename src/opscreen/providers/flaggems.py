@@ -131,6 +131,10 @@ class Suite:
         """Commit and dirty flag when the suite is a git checkout (else None)."""
         from ..procs import run_capture
 
+        top = run_capture(["git", "-C", str(self.root), "rev-parse", "--show-toplevel"], timeout=10)
+        if not top.ok or Path(top.stdout.strip()).resolve() != self.root:
+            # Not a checkout of its own (e.g. a suite folder inside another repo).
+            return {"commit": None, "dirty": None}
         head = run_capture(["git", "-C", str(self.root), "rev-parse", "HEAD"], timeout=10)
         if not head.ok:
             return {"commit": None, "dirty": None}
