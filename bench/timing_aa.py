@@ -199,7 +199,7 @@ def run_upstream(args, op: str) -> dict:
         return {"skipped": f"no benchmark/test_{op}.py"}
     env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(args.device))
     cmd = [args.python, "-m", "pytest", f"benchmark/test_{op}.py", "-m", op, "--mode", "cudagraph",
-           "--level", "core", "-s", "-p", "no:cacheprovider"]
+           "--warmup", "25", "--iter", "100", "--level", "core", "-s", "-p", "no:cacheprovider"]
     t0 = time.monotonic()
     try:
         proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=args.timeout,
