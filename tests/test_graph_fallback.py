@@ -438,3 +438,31 @@ def test_torch_recover_refuses_a_stream_left_capturing():
     with pytest.raises(G.GraphStateError):
         api.recover()
     assert api._stream is None  # a fresh side stream next time
+
+
+class LaunchBoundOp(Op):
+    """A tiny kernel whose eager calls are dominated by host launch overhead:
+    ``host_ms`` per eager call on top of ``ms`` of device time; a graph replays the
+    device time only."""
+
+    def __init__(self, api, ms, host_ms):
+        super().__init__(api, ms=ms)
+        self.host_ms = host_ms
+
+    def __call__(self):
+        super().__call__()
+        if not self.api.capturing:
+            self.api.now += self.host_ms
+
+
+def test_graph_is_sized_from_device_time_not_eager_launch_time():
+    api = FakeGraphAPI()
+    op = LaunchBoundOp(api, ms=0.001, host_ms=0.09)
+    res = G.measure_graph(op, FAST, api, Direct())
+    assert res.timer == "graph"
+    # eager: ~0.091 ms per call would give ~11 calls per sample; the device needs
+    # 0.001 ms per call, so one sample holds sample_ms / 0.001 calls (capped).
+    want = min(FAST.max_calls_per_sample, round(FAST.sample_ms / 0.001))
+    assert res.extra["calls_per_replay"] == want
+    assert res.output("median") == pytest.approx(0.001)
+    _clean(api)

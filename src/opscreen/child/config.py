@@ -36,7 +36,7 @@ TIMING_DEFAULTS: dict[str, Any] = {
     "warmup_ms": 25.0,
     "l2_flush": False,
     "sample_ms": 1.0,
-    "max_calls_per_sample": 256,
+    "max_calls_per_sample": 1024,
     "max_warmup_s": 30.0,
     "capture_error_mode": "thread_local",
     "patch_modules": ["benchmark.base"],

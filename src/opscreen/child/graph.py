@@ -316,6 +316,11 @@ class TorchGraphAPI(GraphAPI):
         self._flush_buf.zero_()
 
 
+# The probe graph that sizes a sample: this many calls, replayed this many times.
+PROBE_CALLS = 16
+PROBE_REPLAYS = 3
+
+
 def measure_graph(call: Callable[[], Any], settings: Settings, api: GraphAPI,
                   direct: Callable[[], Result], clock: Callable[[], float] = time.perf_counter,
                   exit_fn: Optional[Callable[[str, str], Any]] = None) -> Result:
@@ -343,17 +348,46 @@ def measure_graph(call: Callable[[], Any], settings: Settings, api: GraphAPI,
 
             w = warm_up(run_batch, settings, clock)
             flush = bool(settings.l2_flush and api.can_flush_l2())
-            n_calls = 1 if flush else calls_per_sample(w.ms_per_call, settings)
 
             phase = "capture"
-            graph = api.new_graph()
 
-            def body():
-                for _ in range(n_calls):
-                    call()
+            def capture(n: int) -> None:
+                nonlocal graph
+                graph = api.new_graph()  # set first: a failed capture is dropped below
 
-            with api.rng_guard():
-                api.capture(graph, body)
+                def body():
+                    for _ in range(n):
+                        call()
+
+                with api.rng_guard():
+                    api.capture(graph, body)
+
+            if flush:
+                n_calls = 1
+                capture(n_calls)
+            else:
+                # Size the sample from the *device* time per call, measured on a small
+                # probe graph: the eager warm-up time is mostly host launch overhead for
+                # small shapes (abs on 64x64: ~90 us eager, ~1 us on the device), and a
+                # graph sized from it would hold so few calls that the replay's own
+                # launch latency and jitter would swamp the kernel.
+                probe_n = max(1, min(PROBE_CALLS, calls_per_sample(w.ms_per_call, settings)))
+                capture(probe_n)
+                phase = "replay"
+                api.replay(graph)  # untimed: keeps the device busy while the timed ones queue
+                start, end = api.event(), api.event()
+                start.record()
+                for _ in range(PROBE_REPLAYS):
+                    api.replay(graph)
+                end.record()
+                api.synchronize()
+                device_ms = float(start.elapsed_time(end)) / (PROBE_REPLAYS * probe_n)
+                n_calls = calls_per_sample(device_ms, settings)
+                if n_calls != probe_n:
+                    phase = "capture"
+                    api.drop(graph)
+                    graph = None
+                    capture(n_calls)
 
             phase = "replay"
 

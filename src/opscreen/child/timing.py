@@ -89,7 +89,7 @@ class Settings:
     warmup_ms: float = 25.0
     l2_flush: bool = False
     sample_ms: float = 1.0
-    max_calls_per_sample: int = 256
+    max_calls_per_sample: int = 1024
     max_warmup_s: float = 30.0
     capture_error_mode: str = "thread_local"
 
