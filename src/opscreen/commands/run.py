@@ -230,19 +230,32 @@ def choose_devices(backend, spec: str | None, python: str | None) -> list[int]:
 def _explicit(args) -> dict:
     from ..providers.flaggems import parse_dtypes
 
+    def env(name: str):
+        value = os.environ.get(name)
+        return value if value not in (None, "") else None
+
+    # Flags win; the environment knobs of `opscreen op` count as given when no flag is.
     ex: dict = {}
     if args.timer is not None:
         ex["timer"] = args.timer
     if args.dtypes is not None:
         ex["dtypes"] = parse_dtypes(args.dtypes)
+    elif env("DTYPES"):
+        ex["dtypes"] = parse_dtypes(env("DTYPES"))
     if args.shape_mode is not None:
         ex["shape_mode"] = args.shape_mode
+    elif env("SHAPE_MODE"):
+        ex["shape_mode"] = env("SHAPE_MODE")
     if args.level is not None:
         ex["level"] = args.level
     if args.use_flagtune is not None:
         ex["use_flagtune"] = args.use_flagtune
+    elif env("USE_FLAGTUNE"):
+        ex["use_flagtune"] = env("USE_FLAGTUNE")
     if args.use_flagtune_cost_model is not None:
         ex["use_flagtune_cost_model"] = args.use_flagtune_cost_model
+    elif env("USE_FLAGTUNE_COST_MODEL"):
+        ex["use_flagtune_cost_model"] = env("USE_FLAGTUNE_COST_MODEL")
     if args.timeout is not None:
         if args.timeout <= 0:
             raise UsageError("--timeout must be positive")
