@@ -49,7 +49,9 @@ def test_sigkill_at_random_points_then_resume(faults):
     out = faults.tmp / "run"
     ops = OK_OPS + ["flaky", "broken"]
     args = ["--ops", ",".join(ops), "--devices", "0,1", "--timeout", "30", "--grace", "0.5"]
-    env = {"FAULTS_OP_SLEEP": "0.2"}
+    # Each op must outlast most kill intervals, or the run ends before 20 kill points
+    # (ops got faster once the cpu device check stopped importing torch).
+    env = {"FAULTS_OP_SLEEP": "1.0"}
     rng = random.Random(20260817)
     runs_when_complete: dict[str, int] = {}
     kills = 0

@@ -367,7 +367,7 @@ checks = {
     "bmm": (minigems.bmm(a, b), torch.bmm(a, b)),
 }
 bad = [k for k, (got, want) in checks.items() if not torch.allclose(got, want, rtol=1e-4, atol=1e-4)]
-print("BAD", bad)
+print("BAD", bad, [((checks[k][0] - checks[k][1]).abs().max().item(), checks[k][1].abs().max().item()) for k in bad])
 sys.exit(1 if bad else 0)
 '''
 

@@ -17,7 +17,6 @@ import re
 import signal
 import socket
 import threading
-import time
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -28,6 +27,7 @@ from . import __version__
 from .backends import Backend, all_visible_keys
 from .child.config import EXIT_DEVICE_FATAL, FATAL_PREFIX
 from .errors import UsageError
+from .fsio import atomic_write_json
 from .plan import planned_timer, plugin_plan, pytest_args
 from .procs import run_streaming
 from .providers.flaggems import NodeSpec, Suite
@@ -194,13 +194,7 @@ def build_argv(req: OpRequest, shape_file: Path | None, timer: str) -> list[str]
 
 
 def write_json_atomic(path: Path, obj) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(obj, fh, indent=2, sort_keys=False, default=str)
-        fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    atomic_write_json(path, obj, fsync=True)
 
 
 _ERR_PATTERNS = [

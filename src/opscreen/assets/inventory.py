@@ -650,11 +650,9 @@ def dump_inventory(inv: Inventory | dict, out: str | os.PathLike | None) -> str:
     fmt = "json" if out is not None and str(out).endswith(".json") else "yaml"
     text = dumps_inventory(data, fmt)
     if out is not None:
-        path = Path(out)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
+        from ..fsio import atomic_write_text
+
+        atomic_write_text(out, text)
     return text
 
 

@@ -124,11 +124,9 @@ def write_merged_shape_file(suite_root: Path, shape_source: Path, dest: Path) ->
         f"# curated: {shape_source}\n"
         f"# curated keys: {', '.join(str(k) for k in curated) or '(none)'}\n"
     )
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.tmp")
-    tmp.write_text(header + _dump(merged), encoding="utf-8")
-    os.replace(tmp, dest)
-    return dest
+    from ..fsio import atomic_write_text
+
+    return atomic_write_text(dest, header + _dump(merged))
 
 
 def repo_ops_dir() -> Path | None:

@@ -30,17 +30,17 @@ import csv
 import errno
 import hashlib
 import io
-import json
 import os
 import re
 import shutil
-import tempfile
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
+from .. import fsio as _fsio
 from ..errors import UsageError
+from ..fsio import fsync_dir  # noqa: F401  (re-exported)
 
 COMPLETE = ".complete"
 LOCK = ".lock"
@@ -66,53 +66,18 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def atomic_write_text(path: os.PathLike | str, text: str, *, fsync: bool = True) -> None:
-    """Write ``text`` to ``path`` so that a reader (or a crash) sees the old file
-    or the new one, never a mix: temp file in the same dir, fsync, os.replace."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-            fh.flush()
-            if fsync:
-                os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    if fsync:
-        fsync_dir(path.parent)
+    """Journal writes are durable: temp file, fsync, os.replace, fsync of the folder."""
+    _fsio.atomic_write_text(path, text, fsync=fsync)
 
 
 def atomic_write_json(path: os.PathLike | str, obj, *, fsync: bool = True) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n", fsync=fsync)
+    _fsio.atomic_write_json(path, obj, fsync=fsync)
 
 
 def read_json(path: os.PathLike | str) -> dict | None:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            obj = json.load(fh)
-        return obj if isinstance(obj, dict) else None
-    except (OSError, ValueError):
-        return None
+    obj = _fsio.read_json(path)
+    return obj if isinstance(obj, dict) else None
 
 
 @dataclass

@@ -20,7 +20,7 @@ from . import errors
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-    outcome = yield
+    yield
     if call.excinfo is None:
         return
     verdict = errors.classify(call.excinfo.value)

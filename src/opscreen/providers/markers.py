@@ -41,7 +41,6 @@ import ast
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -639,19 +638,10 @@ def _load_cache(path: Path, root: Path) -> dict:
 
 
 def _save_cache(path: Path, root: Path, files: dict) -> None:
+    from ..fsio import atomic_write_json
+
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".markers-", suffix=".json", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump({"version": SCAN_VERSION, "root": str(root.resolve()), "files": files}, fh, separators=(",", ":"))
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        atomic_write_json(path, {"version": SCAN_VERSION, "root": str(root.resolve()), "files": files}, indent=None)
     except OSError:
         pass  # a cache that cannot be written only costs time
 

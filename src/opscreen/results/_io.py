@@ -4,47 +4,17 @@ from __future__ import annotations
 
 import csv
 import io
-import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Sequence
+
+from ..fsio import atomic_write_text, read_json
 
 __all__ = ["write_atomic", "read_json", "csv_text", "fmt_num"]
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def write_atomic(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temp file in the same folder and a rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual mode
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return path
-
-
-def read_json(path: str | Path) -> Any:
-    """The JSON in ``path``, or None when it is missing or unreadable."""
-    try:
-        with open(path, "r", encoding="utf-8") as fh:
-            return json.load(fh)
-    except (OSError, ValueError):
-        return None
+    """Write ``text`` to ``path`` atomically (``opscreen.fsio``)."""
+    return atomic_write_text(path, text)
 
 
 def fmt_num(v: Any) -> str:
