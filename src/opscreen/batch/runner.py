@@ -217,6 +217,7 @@ class BatchRunner:
             timeout=c.timeout,
             grace=c.grace,
             extra_args=list(c.extra_args),
+            env={MARK_ENV: str(self.journal.root)},  # lets a restarted runner find leftovers
         )
 
     def _base_identity(self) -> dict:
@@ -301,8 +302,6 @@ class BatchRunner:
             f"run dir {j.root}"
         )
         self.progress.start(total, already, list(c.devices), header)
-        old_env = os.environ.get(MARK_ENV)
-        os.environ[MARK_ENV] = str(j.root)
         old_handlers = self._install_signals()
         self.executor.start(list(c.devices))
         try:
@@ -313,10 +312,6 @@ class BatchRunner:
                 self._drain(final=True)
             self.executor.close()
             self._restore_signals(old_handlers)
-            if old_env is None:
-                os.environ.pop(MARK_ENV, None)
-            else:
-                os.environ[MARK_ENV] = old_env
         return self._finish(todo)
 
     def _loop(self) -> None:
