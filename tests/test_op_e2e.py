@@ -161,3 +161,33 @@ def test_usage_errors_exit_2_one_line_nothing_written(cli, tmp_path, args, needl
 def test_env_knob_usage_error(cli, tmp_path):
     res = cli("op", "add", env={"USE_FLAGTUNE": "yes"}, cwd=tmp_path)
     assert res.returncode == 2 and "USE_FLAGTUNE" in res.stderr
+
+
+def test_ctrl_c_stops_the_child_group_and_records_interrupted(fault_suite, tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import SRC
+
+    out = tmp_path / "hang"
+    pidfile = tmp_path / "pids"
+    env = dict(os.environ, PYTHONPATH=str(SRC), PIDFILE=str(pidfile))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "opscreen", "op", "hang", "--suite", str(fault_suite), "--out", str(out), "--grace", "1"],
+        cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 60
+    while not pidfile.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert pidfile.exists(), "the hanging op never started"
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)  # what Ctrl-C delivers to the harness (the child has its own session)
+    proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    pids = [int(x) for x in pidfile.read_text().split()]
+    deadline = time.monotonic() + 3
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(p) for p in pids), "Ctrl-C left a child or grandchild running"
+    assert json.loads((out / "result.json").read_text())["status"] == "interrupted"
