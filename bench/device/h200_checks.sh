@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The GPU checks the open issues still need, for one call of the device tool each
+# (run from the repo root on the device machine, with .fg/FlagGems and .whl carried;
+# see bench/results/ for what earlier sessions measured):
+#
+#   bash bench/device/h200_checks.sh inventory   # collection of every FlagGems file (issue 7)
+#   bash bench/device/h200_checks.sh mm          # `opscreen op mm` to completion (issue 3)
+#   bash bench/device/h200_checks.sh fallback    # ops FlagGems' cudagraph mode loses (issue 4)
+#   bash bench/device/h200_checks.sh aa          # graph-timer A/A incl. mm (issue 4)
+#   bash bench/device/h200_checks.sh screen      # resumable screen on every GPU (issue 8)
+#
+# Everything lands in $OUT (the device tool brings back at most 8 files, so each step
+# leaves one tarball and prints its figures last). Budget each step under 9 minutes.
+set -u
+step="${1:?usage: h200_checks.sh inventory|mm|fallback|aa|screen}"
+cd "$(dirname "$0")/../.."
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH="/tmp/site:$PWD/src" FLAGGEMS_ROOT="$PWD/.fg/FlagGems" PYTHONUNBUFFERED=1
+OUT="${OUT:-/tmp/out}"
+W=/tmp/h200; mkdir -p "$W" "$OUT"
+left() { echo $(( ${BUDGET:-520} - SECONDS )); }
+case "$step" in
+  inventory)
+    timeout -s INT "$(left)" python3 -m opscreen inventory --suite "$FLAGGEMS_ROOT" --env GEMS_VENDOR=nvidia \
+        --jobs 12 --batch 40 --timeout 400 --out "$W/flaggems-inventory.yaml" 2>&1 | tail -5
+    ;;
+  mm)
+    python3 -m opscreen op mm --backend cuda --out "$W/mm" --timeout "$(left)" > "$W/mm.console" 2>&1
+    echo "mm rc=$?"; grep -E "^\[opscreen\] result|timing:" "$W/mm/run.log" | tail -4
+    ;;
+  fallback)
+    for op in mode masked_select isin unique_consecutive nonzero bincount; do
+      t=$(left); [ "$t" -lt 60 ] && { echo "$op: skipped (time)"; continue; }
+      python3 -m opscreen op "$op" --backend cuda --out "$W/$op" --timeout "$t" > "$W/$op.console" 2>&1
+      echo "$op rc=$?"; grep -E "^\[opscreen\] result|opscreen timing:" "$W/$op/run.log" | tail -3
+    done
+    ;;
+  aa)
+    python3 bench/timing_aa.py --suite "$FLAGGEMS_ROOT" --out "$W/aa.json" --work "$W/aa" --device 0 \
+        --timeout 300 --ops "${AA_OPS:-abs,add,softmax,sum,layer_norm,mm}" --fallback-ops '' > "$W/aa.txt" 2>&1
+    tail -15 "$W/aa.txt"; rm -rf "$W/aa"
+    ;;
+  screen)
+    # Resume across calls: carry the previous run dir back in as .fg/run (untarred here).
+    [ -d .fg/run ] && cp -r .fg/run "$W/run"
+    timeout -s INT "$(left)" python3 -m opscreen run --backend cuda --devices all \
+        --inventory ops/flaggems-inventory.yaml --timeout 600 --retries 1 --out "$W/run" --plain > "$W/run.console" 2>&1
+    echo "run rc=$?"; tail -3 "$W/run.console"
+    python3 -m opscreen summary "$W/run" | tail -12; python3 -m opscreen report "$W/run"
+    ;;
+  *) echo "unknown step $step" >&2; exit 2 ;;
+esac
+tar czf "$OUT/$step.tgz" -C "$W" .
