@@ -191,3 +191,18 @@ def test_ctrl_c_stops_the_child_group_and_records_interrupted(fault_suite, tmp_p
         time.sleep(0.05)
     assert not any(alive(p) for p in pids), "Ctrl-C left a child or grandchild running"
     assert json.loads((out / "result.json").read_text())["status"] == "interrupted"
+
+
+def test_long_out_path_and_curated_shapes_do_not_break_the_record_log_name(cli, tmp_path):
+    # The suite names its record log after the command line; plugins, dtypes and the
+    # merged shape file's path travel in PYTEST_ADDOPTS so that name stays short.
+    out = tmp_path.joinpath(*(["a-rather-long-directory-name-for-runs"] * 4), "ops", "mm")
+    res = cli("op", "mm", "--shape-mode", "curated", "--dtypes", "float32,bfloat16", "--out", out, cwd=tmp_path)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr
+    cfg = json.loads((out / "child_config.json").read_text())
+    assert "--shape_file" in cfg["pytest_addopts"] and "-p" in cfg["pytest_addopts"]
+    assert "--shape_file" not in cfg["argv"]
+    log = (out / "run.log").read_text()
+    assert log.count("Operator: mm  Performance Test") == 2
+    rec = [ln for ln in (out / "record.log").read_text().splitlines() if ln.startswith("[INFO] {")]
+    assert len(rec) == 2

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import socket
 import threading
@@ -181,16 +182,24 @@ def python_shim(out_dir: Path) -> Path:
     return shim
 
 
-def build_argv(req: OpRequest, shape_file: Path | None, timer: str) -> list[str]:
+def build_argv(req: OpRequest, shape_file: Path | None, timer: str) -> tuple[list[str], list[str]]:
+    """The child's command line and the options that travel in ``PYTEST_ADDOPTS``.
+
+    FlagGems names its record log after the command line (``result_<args>.log``),
+    so plugins, dtypes and the shape-file path go through ``PYTEST_ADDOPTS``, which
+    pytest reads but does not count among the invocation args: a long run-dir path
+    once pushed that name past the 255-byte file-name limit and every op failed.
+    """
     argv = [req.suite.python, "-m", "pytest", *req.target.argv, "--level", req.level, "--record", "log", "-s"]
-    for d in req.dtypes or []:
-        argv += ["--dtypes", d]
-    if shape_file is not None:
-        argv += ["--shape_file", str(shape_file)]
-    argv += ["-p", "no:cacheprovider"]
-    argv += pytest_args(plugin_plan(req.backend, timer))
     argv += list(req.extra_args)
-    return argv
+    addopts: list[str] = []
+    for d in req.dtypes or []:
+        addopts += ["--dtypes", d]
+    if shape_file is not None:
+        addopts += ["--shape_file", str(shape_file)]
+    addopts += ["-p", "no:cacheprovider"]
+    addopts += pytest_args(plugin_plan(req.backend, timer))
+    return argv, addopts
 
 
 def write_json_atomic(path: Path, obj) -> None:
@@ -267,7 +276,7 @@ def run_op(
     shape_file = shape_file_for(req, out_dir)
     config_path = out_dir / "child_config.json"
     shim = python_shim(out_dir)
-    argv = build_argv(req, shape_file, timer)
+    argv, addopts = build_argv(req, shape_file, timer)
     caps = req.backend.capabilities
     config = {
         "schema": 1,
@@ -303,10 +312,12 @@ def run_op(
         "host": socket.gethostname(),
         "started_at": utcnow(),
         "argv": argv,
+        "pytest_addopts": addopts,
         "settings": req.settings(),
     }
     write_json_atomic(config_path, config)
     env = child_env(req, config_path, shim)
+    env["PYTEST_ADDOPTS"] = " ".join(filter(None, [shlex.join(addopts), os.environ.get("PYTEST_ADDOPTS", "")]))
 
     tail: deque[str] = deque(maxlen=400)
     log_lock = threading.Lock()
@@ -321,7 +332,7 @@ def run_op(
             if echo is not None:
                 echo(raw if raw is not None else clean)
 
-        for line in banner_start(req, timer, out_dir, argv):
+        for line in banner_start(req, timer, out_dir, argv, addopts):
             emit(line + "\n")
         try:
             res = run_streaming(
@@ -372,7 +383,7 @@ def timing_overrides() -> dict:
     return out
 
 
-def banner_start(req: OpRequest, timer: str, out_dir: Path, argv: list[str]) -> list[str]:
+def banner_start(req: OpRequest, timer: str, out_dir: Path, argv: list[str], addopts: list[str]) -> list[str]:
     timeout = f"{req.timeout:g} s" if req.timeout else "none"
     dtypes = ",".join(req.dtypes) if req.dtypes else "suite default"
     return [
@@ -381,7 +392,8 @@ def banner_start(req: OpRequest, timer: str, out_dir: Path, argv: list[str]) -> 
         f" | dtypes {dtypes} | shapes {req.shape_mode} | level {req.level}"
         f" | USE_FLAGTUNE={req.use_flagtune} | timeout {timeout}",
         f"[opscreen] out {out_dir} | started {utcnow()}",
-        "[opscreen] argv " + " ".join(argv),
+        "[opscreen] argv " + shlex.join(argv),
+        "[opscreen] PYTEST_ADDOPTS " + shlex.join(addopts),
     ]
 
 
