@@ -191,8 +191,11 @@ def relocate_record_log(dest: str) -> None:
         h.flush()
         logger.removeHandler(h)
         h.close()
-        shutil.copyfile(src, dest)
-        os.unlink(src)
+        try:  # another child of the same suite may race for a file of the same name
+            shutil.copyfile(src, dest)
+            os.unlink(src)
+        except OSError:
+            pass
         nh = logging.FileHandler(dest, mode="a", encoding="utf-8")
         nh.setLevel(level)
         if fmt is not None:
