@@ -36,6 +36,8 @@ case "$step" in
     done
     ;;
   aa)
+    # AA_PIN=1: reuse Triton autotuning winners across the two runs (TRITON_CACHE_AUTOTUNING)
+    [ "${AA_PIN:-0}" = 1 ] && export TRITON_CACHE_AUTOTUNING=1
     python3 bench/timing_aa.py --suite "$FLAGGEMS_ROOT" --out "$W/aa.json" --work "$W/aa" --device 0 \
         --timeout 300 --ops "${AA_OPS:-abs,add,softmax,sum,layer_norm,mm}" --fallback-ops '' > "$W/aa.txt" 2>&1
     tail -15 "$W/aa.txt"; rm -rf "$W/aa"
