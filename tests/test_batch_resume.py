@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 import signal
@@ -11,21 +10,9 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_batch_faults import Faults, result, status_rows  # noqa: E402
-
-
-@pytest.fixture
-def faults(tmp_path):
-    f = Faults(tmp_path)
-    yield f
-    for pid in f.tagged():
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
+from test_batch_faults import faults, result, status_rows  # noqa: E402,F401  (faults: the shared fixture)
 
 
 OK_OPS = [f"ok_{c}" for c in "abcdefgh"]

@@ -206,3 +206,9 @@ def test_long_out_path_and_curated_shapes_do_not_break_the_record_log_name(cli, 
     assert log.count("Operator: mm  Performance Test") == 2
     rec = [ln for ln in (out / "record.log").read_text().splitlines() if ln.startswith("[INFO] {")]
     assert len(rec) == 2
+
+
+def test_bad_timing_knob_is_refused_before_anything_is_written(cli, tmp_path):
+    res = cli("op", "relu", "--out", tmp_path / "out", env={"OPSCREEN_MIN_SAMPLES": "abc"}, cwd=tmp_path)
+    assert res.returncode == 2 and "OPSCREEN_MIN_SAMPLES" in res.stderr
+    assert not (tmp_path / "out").exists()

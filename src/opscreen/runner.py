@@ -26,7 +26,7 @@ from typing import Callable
 
 from . import __version__
 from .backends import Backend, all_visible_keys
-from .child.config import EXIT_DEVICE_FATAL, FATAL_PREFIX
+from .child.config import EXIT_DEVICE_FATAL, FATAL_PREFIX, TIMING_DEFAULTS, TIMING_ENV, coerce_timing
 from .errors import UsageError
 from .fsio import atomic_write_json
 from .plan import planned_timer, plugin_plan, pytest_args
@@ -269,15 +269,17 @@ def run_op(
     stop: threading.Event | None = None,
     echo: Callable[[str], None] | None = None,
 ) -> OpOutcome:
+    # What can be refused is checked before anything is written.
+    timer = planned_timer(req.backend, req.timer)
+    caps = req.backend.capabilities
+    timing = {**(CPU_TIMING if caps.slots else {}), **timing_overrides()}
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     clear_owned(out_dir)
-    timer = planned_timer(req.backend, req.timer)
     shape_file = shape_file_for(req, out_dir)
     config_path = out_dir / "child_config.json"
     shim = python_shim(out_dir)
     argv, addopts = build_argv(req, shape_file, timer)
-    caps = req.backend.capabilities
     config = {
         "schema": 1,
         "op": req.op,
@@ -295,10 +297,11 @@ def run_op(
         "device": req.device,
         "device_ordinal": req.device if caps.slots else 0,
         "torch_modules": list(req.backend.torch_modules),
+        "visible_env_keys": list(all_visible_keys()),
         "capabilities": caps.as_dict(),
         "timer": timer,
         "timer_requested": req.timer,
-        "timing": {**(CPU_TIMING if caps.slots else {}), **timing_overrides()},
+        "timing": timing,
         "level": req.level,
         "dtypes": req.dtypes,
         "shape_mode": req.shape_mode,
@@ -364,22 +367,19 @@ def run_op(
 
 
 def timing_overrides() -> dict:
-    """Timing knobs from the environment (the timing plugin has the defaults)."""
-    keys = {
-        "OPSCREEN_TARGET_RSD": ("target_rsd", float),
-        "OPSCREEN_MIN_SAMPLES": ("min_samples", int),
-        "OPSCREEN_MAX_SAMPLES": ("max_samples", int),
-        "OPSCREEN_MAX_TIME": ("max_time_s", float),
-        "OPSCREEN_WARMUP_CALLS": ("warmup_calls", int),
-        "OPSCREEN_L2_FLUSH": ("l2_flush", lambda v: v.strip().lower() in ("1", "on", "true", "yes")),
-    }
+    """Timing knobs set in the environment (``OPSCREEN_*``, the child's own table),
+    recorded in the child config and the identity; a bad value is a usage error here
+    rather than a warning in every child."""
     out = {}
-    for env_key, (name, conv) in keys.items():
-        if os.environ.get(env_key):
-            try:
-                out[name] = conv(os.environ[env_key])
-            except ValueError:
-                raise UsageError(f"{env_key}={os.environ[env_key]!r} is not a valid {conv.__name__ if hasattr(conv, '__name__') else 'value'}") from None
+    for env_key, name in TIMING_ENV.items():
+        raw = os.environ.get(env_key)
+        if not raw:
+            continue
+        default = TIMING_DEFAULTS[name]
+        try:
+            out[name] = int(raw) if type(default) is int else coerce_timing(default, raw)
+        except (TypeError, ValueError):
+            raise UsageError(f"{env_key}={raw!r} is not a valid {type(default).__name__}") from None
     return out
 
 

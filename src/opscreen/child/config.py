@@ -94,7 +94,8 @@ def load(path: str | None = None) -> dict:
     return json.loads(json.dumps(hit[1]))
 
 
-def _coerce(default: Any, raw: Any) -> Any:
+def coerce_timing(default: Any, raw: Any) -> Any:
+    """``raw`` (from JSON or the environment) as the type of ``default``."""
     if isinstance(default, bool):
         if isinstance(raw, str):
             return raw.strip().lower() in ("1", "true", "yes", "on")
@@ -129,7 +130,7 @@ def timing_settings(cfg: dict | None = None, environ: dict | None = None) -> dic
             if raw is None:
                 continue
             try:
-                out[key] = _coerce(TIMING_DEFAULTS[key], raw)
+                out[key] = coerce_timing(TIMING_DEFAULTS[key], raw)
             except (TypeError, ValueError):
                 print(f"opscreen: ignoring timing {key}={raw!r} from {where}: not a {type(TIMING_DEFAULTS[key]).__name__}",
                       file=sys.stderr)

@@ -78,7 +78,7 @@ def probe(cfg: dict) -> dict:
     except Exception as exc:
         out["error"] = f"torch.{dtype} failed to initialise: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
         return out
-    visible = {k: os.environ.get(k) for k in _visible_keys() if os.environ.get(k) is not None}
+    visible = {k: os.environ[k] for k in cfg.get("visible_env_keys") or () if k in os.environ}
     if count <= ordinal:
         out["error"] = (
             f"no visible {dtype} device {ordinal} (torch sees {count}; visible-devices env {visible or 'unset'}); "
@@ -99,18 +99,6 @@ def probe(cfg: dict) -> dict:
     except Exception as exc:
         out["error"] = f"device {ordinal} of torch.{dtype} is not usable: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
     return out
-
-
-def _visible_keys():
-    return (
-        "CUDA_VISIBLE_DEVICES",
-        "HIP_VISIBLE_DEVICES",
-        "ROCR_VISIBLE_DEVICES",
-        "MUSA_VISIBLE_DEVICES",
-        "ASCEND_RT_VISIBLE_DEVICES",
-        "MLU_VISIBLE_DEVICES",
-        "MACA_VISIBLE_DEVICES",
-    )
 
 
 @pytest.hookimpl(tryfirst=True)

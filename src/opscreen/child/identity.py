@@ -24,17 +24,13 @@ from . import config as _config
 SCHEMA = "opscreen.identity/1"
 _IDENT: dict = {}
 
+# Recorded from the child's environment, with the visible-device keys the harness
+# names in the config (``visible_env_keys``, from the backend registry).
 ENV_KEYS = (
     "GEMS_VENDOR",
     "USE_FLAGTUNE",
     "USE_FLAGTUNE_COST_MODEL",
     "FLAGGEMS_CACHE_DIR",
-    "CUDA_VISIBLE_DEVICES",
-    "HIP_VISIBLE_DEVICES",
-    "ROCR_VISIBLE_DEVICES",
-    "MUSA_VISIBLE_DEVICES",
-    "ASCEND_RT_VISIBLE_DEVICES",
-    "MLU_VISIBLE_DEVICES",
     "TRITON_CACHE_DIR",
     "TRITON_CACHE_AUTOTUNING",
 )
@@ -138,7 +134,7 @@ def build(cfg: dict) -> dict:
         "opscreen_version": cfg.get("opscreen_version"),
         "started_at": cfg.get("started_at"),
         "finished_at": None,
-        "env": {k: os.environ.get(k) for k in ENV_KEYS if os.environ.get(k) is not None},
+        "env": {k: os.environ[k] for k in (*ENV_KEYS, *(cfg.get("visible_env_keys") or ())) if k in os.environ},
         "argv": cfg.get("argv"),
     }
     return ident
