@@ -26,7 +26,7 @@ from typing import Callable
 
 from . import __version__
 from .backends import Backend, all_visible_keys
-from .child.config import EXIT_DEVICE_FATAL, FATAL_PREFIX, TIMING_DEFAULTS, TIMING_ENV, coerce_timing
+from .child.config import EXIT_DEVICE_FATAL, FATAL_PREFIX, TIMING_DEFAULTS, TIMING_ENV, caliber, coerce_timing
 from .errors import UsageError
 from .fsio import atomic_write_json
 from .plan import planned_timer, plugin_plan, pytest_args
@@ -272,7 +272,7 @@ def run_op(
     # What can be refused is checked before anything is written.
     timer = planned_timer(req.backend, req.timer)
     caps = req.backend.capabilities
-    timing = {**(CPU_TIMING if caps.slots else {}), **timing_overrides()}
+    timing = planned_timing(req.backend)
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     clear_owned(out_dir)
@@ -366,6 +366,11 @@ def run_op(
     return outcome
 
 
+def planned_timing(backend: Backend) -> dict:
+    """The timing overrides a child gets: the CPU-slot caps, then the environment's."""
+    return {**(CPU_TIMING if backend.capabilities.slots else {}), **timing_overrides()}
+
+
 def timing_overrides() -> dict:
     """Timing knobs set in the environment (``OPSCREEN_*``, the child's own table),
     recorded in the child config and the identity; a bad value is a usage error here
@@ -424,19 +429,7 @@ def identity_from_config(config: dict) -> dict:
         "schema": "opscreen.identity/1",
         "kind": "op",
         "child_reported": False,
-        "caliber": {
-            "timer": config["timer"],
-            "use_flagtune": config["use_flagtune"],
-            "use_flagtune_cost_model": config["use_flagtune_cost_model"],
-            "shape_mode": config["shape_mode"],
-            "level": config["level"],
-            "dtypes": config["dtypes"],
-            "backend": config["backend"],
-            "vendor": config["vendor"],
-            "device_name": None,
-            "suite_commit": config.get("suite_commit"),
-            "timing": config["timing"],
-        },
+        "caliber": caliber(config),
         "op": config["op"],
         "node": config["node"],
         "device_index": config["device"],

@@ -224,25 +224,27 @@ class BatchRunner:
         c = self.cfg
         prev = self.journal.read_identity() or {}
         git = getattr(c.suite, "git", None) or {}
-        try:
-            from ..runner import timing_overrides
+        from ..child.config import caliber as caliber_block
+        from ..runner import planned_timing
 
-            timing = timing_overrides()
+        try:
+            timing = planned_timing(c.backend)
         except Exception:  # noqa: BLE001 - the identity must not stop the run
             timing = {}
-        caliber = {
-            "timer": planned_timer(c.backend, c.timer),
-            "use_flagtune": c.use_flagtune,
-            "use_flagtune_cost_model": c.use_flagtune_cost_model,
-            "shape_mode": c.shape_mode,
-            "level": c.level,
-            "dtypes": c.dtypes,
-            "backend": c.backend.name,
-            "vendor": c.backend.vendor,
-            "device_name": None,
-            "suite_commit": git.get("commit"),
-            "timing": timing,
-        }
+        caliber = caliber_block(
+            {
+                "timer": planned_timer(c.backend, c.timer),
+                "use_flagtune": c.use_flagtune,
+                "use_flagtune_cost_model": c.use_flagtune_cost_model,
+                "shape_mode": c.shape_mode,
+                "level": c.level,
+                "dtypes": c.dtypes,
+                "backend": c.backend.name,
+                "vendor": c.backend.vendor,
+                "suite_commit": git.get("commit"),
+                "timing": timing,
+            }
+        )
         if (prev.get("caliber") or {}).get("device_name"):
             caliber = prev["caliber"]
         sessions = list(prev.get("sessions") or [])

@@ -94,6 +94,26 @@ def load(path: str | None = None) -> dict:
     return json.loads(json.dumps(hit[1]))
 
 
+def caliber(settings: dict, device_name: Any = None) -> dict:
+    """The ``caliber`` block of an identity: what two runs must share to be compared
+    (timer, tuning modes, shape mode, level) and what may be their axis (backend,
+    device, suite commit). ``settings`` is a child config or a batch's settings;
+    every identity (op, harness fallback, run) builds the block here."""
+    return {
+        "timer": settings.get("timer"),
+        "use_flagtune": settings.get("use_flagtune"),
+        "use_flagtune_cost_model": settings.get("use_flagtune_cost_model"),
+        "shape_mode": settings.get("shape_mode"),
+        "level": settings.get("level"),
+        "dtypes": settings.get("dtypes"),
+        "backend": settings.get("backend"),
+        "vendor": settings.get("vendor"),
+        "device_name": device_name,
+        "suite_commit": settings.get("suite_commit"),
+        "timing": settings.get("timing") or {},
+    }
+
+
 def coerce_timing(default: Any, raw: Any) -> Any:
     """``raw`` (from JSON or the environment) as the type of ``default``."""
     if isinstance(default, bool):
