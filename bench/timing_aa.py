@@ -112,6 +112,7 @@ def read_record_log(path: Path) -> dict:
                 "timer_base": row.get("timer_base"), "timer": row.get("timer"),
                 "samples_base": row.get("samples_base"), "samples": row.get("samples"),
                 "rsd_base": row.get("rsd_base"), "rsd": row.get("rsd"),
+                "calls_base": row.get("calls_base"), "calls": row.get("calls"),
                 "error": row.get("error_msg"),
             }
     return cases
@@ -143,7 +144,7 @@ def run_op(args, op: str, out_dir: Path) -> dict:
         shutil.rmtree(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     cmd = shlex.split(args.opscreen) + [
-        "op", op, "--backend", "cuda", "--timer", "graph", "--suite", args.suite,
+        "op", op, "--backend", args.backend, "--timer", args.timer, "--suite", args.suite,
         "--out", str(out_dir), "--device", str(args.device), "--timeout", str(args.timeout),
     ]
     t0 = time.monotonic()
@@ -246,6 +247,8 @@ def compare_upstream(ours: dict, up: dict, small_ms: float) -> dict:
 def analyse(op: str, group: str, runs: list) -> dict:
     a, b = runs[0]["_cases"], runs[1]["_cases"] if len(runs) > 1 else {}
     cases, deltas, lat_deltas = [], [], []
+    side_deltas = {"latency_base": [], "latency": []}
+    calls_differ = 0
     for key in sorted(set(a) | set(b), key=str):
         ra, rb = a.get(key), b.get(key)
         d = rel_diff(ra and ra["speedup"], rb and rb["speedup"])
@@ -255,7 +258,12 @@ def analyse(op: str, group: str, runs: list) -> dict:
             ld = rel_diff(ra and ra[side], rb and rb[side])
             if ld is not None:
                 lat_deltas.append(ld)
+                side_deltas[side].append(ld)
+        if ra and rb and (ra.get("calls_base"), ra.get("calls")) != (rb.get("calls_base"), rb.get("calls")):
+            calls_differ += 1
         cases.append({
+            "latency": [ra and [ra["latency_base"], ra["latency"]], rb and [rb["latency_base"], rb["latency"]]],
+            "calls": [ra and [ra.get("calls_base"), ra.get("calls")], rb and [rb.get("calls_base"), rb.get("calls")]],
             "dtype": key[1], "shape": key[2],
             "speedup": [ra and ra["speedup"], rb and rb["speedup"]],
             "delta": d,
@@ -272,6 +280,10 @@ def analyse(op: str, group: str, runs: list) -> dict:
         "runs": [{k: v for k, v in r.items() if not k.startswith("_")} for r in runs],
         "speedup_delta": spread(deltas),
         "latency_delta": spread(lat_deltas),
+        # which side moves between runs: torch (no autotuning) or the library
+        "latency_delta_torch": spread(side_deltas["latency_base"]),
+        "latency_delta_lib": spread(side_deltas["latency"]),
+        "cases_calls_differ": calls_differ,
         "cases_without_number": missing,
         "cases_fell_back": len(fell_back),
         "cases": cases,
@@ -307,6 +319,11 @@ def print_table(report: dict) -> None:
                 print(f"{op}: {line}")
         for (phase, kind, example), n in reasons.most_common():
             print(f"{op}: {n} x graph-fallback:{phase} ({kind}): {example}")
+        if len(r["runs"]) > 1 and r["latency_delta_torch"]["n"]:
+            t, g = r["latency_delta_torch"], r["latency_delta_lib"]
+            print(f"{op}: |Δlatency| torch side med {pct(t['median'])} p90 {pct(t['p90'])} max {pct(t['max'])}; "
+                  f"library side med {pct(g['median'])} p90 {pct(g['p90'])} max {pct(g['max'])}; "
+                  f"calls per sample differ in {r['cases_calls_differ']} cases")
         if "upstream" in r and "all" in r["upstream"]:
             u = r["upstream"]
             print(f"{op}: vs upstream --mode cudagraph: matched {u['matched']}/{u['upstream_cases']}, "
@@ -326,10 +343,14 @@ def main(argv=None) -> int:
     p.add_argument("--out", required=True, help="JSON report path")
     p.add_argument("--work", help="where the op output dirs go (default: <out>.d)")
     p.add_argument("--device", type=int, default=0)
+    p.add_argument("--backend", default="cuda", help="opscreen backend (default cuda; cpu to try the script on the sample suite)")
+    p.add_argument("--timer", default="graph", help="opscreen timer (default graph)")
     p.add_argument("--timeout", type=float, default=1800.0, help="per-op timeout passed to opscreen op (s)")
     p.add_argument("--ops", help=f"main-group ops, comma-separated (default {','.join(MAIN_OPS)})")
     p.add_argument("--fallback-ops", help=f"fallback-group ops (default {','.join(FALLBACK_OPS)}; '' for none)")
-    p.add_argument("--runs", type=int, default=2, help="identical runs per op (default 2)")
+    p.add_argument("--runs", type=int, default=2, help="identical runs per main-group op (default 2)")
+    p.add_argument("--fallback-runs", type=int, default=1,
+                   help="runs per fallback-group op (default 1: the question there is whether every case gets a number)")
     p.add_argument("--opscreen", default=f"{shlex.quote(sys.executable)} -m opscreen", help="how to call opscreen")
     p.add_argument("--python", default=sys.executable, help="the suite's Python, for --upstream")
     p.add_argument("--upstream", action="store_true", help="also run FlagGems' --mode cudagraph for the main ops")
@@ -347,7 +368,7 @@ def main(argv=None) -> int:
     for group, ops in (("main", main_ops), ("fallback", fb_ops)):
         for op in ops:
             runs = []
-            for i in range(args.runs):
+            for i in range(args.runs if group == "main" else max(1, args.fallback_runs)):
                 tag = "AB"[i] if i < 2 else str(i)
                 print(f"bench: {op} run {tag} ...", file=sys.stderr, flush=True)
                 runs.append(run_op(args, op, work / f"run{tag}" / op))

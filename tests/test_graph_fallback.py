@@ -9,7 +9,7 @@ import contextlib
 import pytest
 
 from opscreen.child import graph as G
-from opscreen.child import timed
+from opscreen.child import timed, timing
 from opscreen.child.timing import Result, SampleStats, Settings
 
 CAPTURE_UNSUPPORTED = (
@@ -195,13 +195,14 @@ def test_graph_success_warms_up_before_capture():
     # warm-up: the first call plus at least warmup_calls more, and >= warmup_ms of calls
     assert op.calls_before_capture >= 1 + FAST.warmup_calls
     assert op.calls_before_capture * op.ms >= FAST.warmup_ms
-    # k back-to-back calls per replay, about sample_ms worth
-    assert res.extra["calls_per_replay"] == 10
+    # k back-to-back calls per replay, about sample_ms worth (10), as a power of two
+    assert res.extra["calls_per_replay"] == 8
     out = res.output("median")
     assert out.timer == "graph"
     assert out == pytest.approx(0.01)
     assert out.samples >= FAST.min_samples
     assert out.rsd == pytest.approx(0.0, abs=1e-9)
+    assert out.calls == 8
     assert api.log.index("rng-swap") < api.log.index("capture-begin") < api.log.index("capture-end") < api.log.index("rng-restore")
     _clean(api)
 
@@ -462,7 +463,7 @@ def test_graph_is_sized_from_device_time_not_eager_launch_time():
     assert res.timer == "graph"
     # eager: ~0.091 ms per call would give ~11 calls per sample; the device needs
     # 0.001 ms per call, so one sample holds sample_ms / 0.001 calls (capped).
-    want = min(FAST.max_calls_per_sample, round(FAST.sample_ms / 0.001))
-    assert res.extra["calls_per_replay"] == want
+    assert res.extra["calls_per_replay"] == timing.calls_per_sample(0.001, FAST)
+    assert res.extra["calls_per_replay"] > 11
     assert res.output("median") == pytest.approx(0.001)
     _clean(api)

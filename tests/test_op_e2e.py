@@ -82,6 +82,8 @@ def test_sample_suite_add_passes_with_all_artifacts(cli, tmp_path):
     assert rec, "record log rows missing"
     row = json.loads(rec[0][len("[INFO] "):])["result"][0]
     assert row["timer"] == "wallclock" and row["samples"] >= 1
+    calls = row["calls"]  # calls per sample: a power of two
+    assert row["timer_base"] == "wallclock" and calls >= 1 and calls & (calls - 1) == 0
     assert json.loads((out / "result.json").read_text())["status"] == "passed"
     # the suite root is left clean: the record log was moved, no cache dir written
     suite = Path(ident["suite"]["root"])

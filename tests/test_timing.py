@@ -190,7 +190,9 @@ def test_warmup_that_never_settles_is_capped():
 
 def test_calls_per_sample():
     s = Settings(sample_ms=1.0, max_calls_per_sample=256)
-    assert timing.calls_per_sample(0.01, s) == 100
+    assert timing.calls_per_sample(0.01, s) == 128  # 100 wanted: the nearest power of two
+    assert timing.calls_per_sample(0.0125, s) == 64  # 80 wanted
+    assert timing.calls_per_sample(0.3, s) == 4  # 3.3 wanted
     assert timing.calls_per_sample(5.0, s) == 1
     assert timing.calls_per_sample(0.0001, s) == 256
     assert timing.calls_per_sample(0.0, s) == 256
@@ -207,7 +209,8 @@ def test_wallclock_timer_with_fake_clock():
     out = res.output("median")
     assert out.timer == "wallclock" and out == pytest.approx(0.02)
     assert out.samples == 5 and out.rsd == pytest.approx(0.0, abs=1e-9)
-    assert res.extra["calls_per_sample"] == 10
+    assert res.extra["calls_per_sample"] == 8  # 10 wanted: the nearest power of two
+    assert out.calls == 8
 
 
 # -- direct timer and argument handling ----------------------------------------------

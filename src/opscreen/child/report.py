@@ -6,7 +6,7 @@
   (``Timer``, ``Samples``, ``Noise(%)``) before ``Size Detail``, and folds inputs
   that are identical in every row into one legend line above the columns.
 * Extends ``to_json`` so every record-log row carries ``timer``, ``samples``,
-  ``rsd`` (and ``*_base`` for the torch side).
+  ``rsd``, ``calls`` (and ``*_base`` for the torch side).
 * Moves the suite's record log (``result_<args>.log`` in the suite root) to the
   output directory as ``record.log``.
 Colours only when the harness says its own output is a terminal
@@ -132,6 +132,8 @@ def row_tags(m) -> dict:
         "samples": _tag(lib, "samples"),
         "rsd_base": _tag(b, "rsd"),
         "rsd": _tag(lib, "rsd"),
+        "calls_base": _tag(b, "calls"),
+        "calls": _tag(lib, "calls"),
     }
 
 

@@ -11,6 +11,9 @@ was measured:
     how many samples the value summarises (None when the timer did not say).
 ``rsd``
     relative standard deviation of the samples, a fraction (None when unknown).
+``calls``
+    calls of the measured callable per sample (one graph replay or one timed
+    loop; None when the timer did not say).
 
 Arithmetic on it gives plain floats, ``json.dumps`` writes the number,
 ``copy.deepcopy``/``dataclasses.asdict``/``pickle`` keep the tags.
@@ -35,18 +38,19 @@ TIMER_NAMES = (TIMER_GRAPH, *(FALLBACK_PREFIX + p for p in FALLBACK_PHASES), TIM
 
 
 class TimedFloat(float):
-    """A latency in ms carrying ``timer``, ``samples`` and ``rsd``. Immutable like float."""
+    """A latency in ms carrying ``timer``, ``samples``, ``rsd`` and ``calls``. Immutable like float."""
 
     def __new__(cls, value: Any, timer: Optional[str] = None, samples: Optional[int] = None,
-                rsd: Optional[float] = None):
+                rsd: Optional[float] = None, calls: Optional[int] = None):
         self = super().__new__(cls, value)
         self.timer = timer
         self.samples = None if samples is None else int(samples)
         self.rsd = None if rsd is None else float(rsd)
+        self.calls = None if calls is None else int(calls)
         return self
 
     def __reduce__(self):
-        return (type(self), (float(self), self.timer, self.samples, self.rsd))
+        return (type(self), (float(self), self.timer, self.samples, self.rsd, self.calls))
 
     def __deepcopy__(self, memo):
         return self
@@ -55,22 +59,18 @@ class TimedFloat(float):
         return self
 
     def with_timer(self, timer: str) -> "TimedFloat":
-        return TimedFloat(float(self), timer, self.samples, self.rsd)
+        return TimedFloat(float(self), timer, self.samples, self.rsd, self.calls)
 
     def tags(self) -> dict:
-        return {"timer": self.timer, "samples": self.samples, "rsd": self.rsd}
+        return {"timer": self.timer, "samples": self.samples, "rsd": self.rsd, "calls": self.calls}
 
     def to_dict(self) -> dict:
         return {"value": float(self), **self.tags()}
 
 
 def tags_of(value: Any) -> dict:
-    """``{"timer", "samples", "rsd"}`` of any value (all None for a plain number or None)."""
-    return {
-        "timer": getattr(value, "timer", None),
-        "samples": getattr(value, "samples", None),
-        "rsd": getattr(value, "rsd", None),
-    }
+    """``{"timer", "samples", "rsd", "calls"}`` of any value (all None for a plain number or None)."""
+    return {key: getattr(value, key, None) for key in ("timer", "samples", "rsd", "calls")}
 
 
 # -- graph provider registry ----------------------------------------------------

@@ -255,10 +255,18 @@ def warm_up(run_batch: Callable[[int], float], settings: Settings,
 
 def calls_per_sample(ms_per_call: float, settings: Settings) -> int:
     """How many calls one sample (one graph replay, one timed loop) holds: about
-    ``sample_ms`` worth, between 1 and ``max_calls_per_sample``."""
+    ``sample_ms`` worth, rounded to a power of two (so that two runs of the same
+    case nearly always pick the same count, and any per-sample overhead amortises
+    the same way), between 1 and ``max_calls_per_sample``."""
+    cap = settings.max_calls_per_sample
     if not ms_per_call or ms_per_call <= 0 or math.isnan(ms_per_call):
-        return settings.max_calls_per_sample
-    return int(max(1, min(settings.max_calls_per_sample, round(settings.sample_ms / ms_per_call))))
+        return cap
+    want = settings.sample_ms / ms_per_call
+    if want >= cap:
+        return cap
+    if want <= 1:
+        return 1
+    return int(min(cap, 2 ** round(math.log2(want))))
 
 
 # -- results --------------------------------------------------------------------
@@ -290,10 +298,16 @@ class Result:
         if self.stats is not None:
             if return_mode == "all":
                 return list(self.stats.values)
-            return TimedFloat(self.stats.statistic(return_mode), self.timer, self.stats.n, self.stats.rsd)
+            return TimedFloat(self.stats.statistic(return_mode), self.timer, self.stats.n, self.stats.rsd,
+                              self.calls())
         if isinstance(self.value, (list, tuple)):
             return list(self.value)
         return TimedFloat(self.value if self.value is not None else math.nan, self.timer, None, None)
+
+    def calls(self) -> Optional[int]:
+        """Calls of the measured callable per sample, where the timer said."""
+        n = self.extra.get("calls_per_replay", self.extra.get("calls_per_sample"))
+        return n if isinstance(n, int) else None
 
 
 # -- the timers -------------------------------------------------------------------
