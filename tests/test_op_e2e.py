@@ -100,6 +100,21 @@ def test_op_through_environment(cli, tmp_path):
     assert cfg["dtypes"] == ["float32"] and cfg["op"] == "softmax"
 
 
+def test_identity_records_the_tuning_caches_found_at_start(cli, tmp_path):
+    cache = tmp_path / "gems-cache"
+    cache.mkdir()
+    (cache / "TunedConfig_nvidia_triton_3_6.db").write_bytes(b"x" * 4096)
+    (cache / "notes.txt").write_text("not a database")
+    out = tmp_path / "abs"
+    env = {"FLAGGEMS_CACHE_DIR": str(cache), "TRITON_CACHE_AUTOTUNING": "1"}
+    res = cli("op", "abs", "--dtypes", "float32", "--out", out, env=env, cwd=tmp_path)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr
+    caches = json.loads((out / "run_identity.json").read_text())["tuning_caches_at_start"]
+    assert caches == {"flaggems_cache_dir": str(cache),
+                      "flaggems_tuned_db_bytes": {"TunedConfig_nvidia_triton_3_6.db": 4096},
+                      "triton_cache_autotuning": True}
+
+
 def test_replay_from_reuses_settings(cli, tmp_path):
     first = tmp_path / "first"
     assert cli("op", "mul", "--dtypes", "float32", "--out", first, cwd=tmp_path).returncode == 0

@@ -36,6 +36,35 @@ ENV_KEYS = (
 )
 
 
+def tuning_caches(environ=None) -> dict:
+    """What autotuning results a run could reuse from earlier processes, as found when
+    this plugin is imported (before the suite's conftest imports the library):
+    FlagGems' tuned-config databases (``$FLAGGEMS_CACHE_DIR`` or ``~/.flaggems``,
+    ``*.db``, name -> bytes) and whether Triton caches ``@triton.autotune`` winners
+    (``TRITON_CACHE_AUTOTUNING``). Two runs of the same caliber can differ in this:
+    a warm database pins the library's configs, an empty one makes it autotune."""
+    env = os.environ if environ is None else environ
+    root = env.get("FLAGGEMS_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".flaggems")
+    dbs = {}
+    try:
+        for name in sorted(os.listdir(root)):
+            if name.endswith(".db"):
+                try:
+                    dbs[name] = os.path.getsize(os.path.join(root, name))
+                except OSError:
+                    pass
+    except OSError:
+        pass
+    return {
+        "flaggems_cache_dir": root,
+        "flaggems_tuned_db_bytes": dbs,
+        "triton_cache_autotuning": env.get("TRITON_CACHE_AUTOTUNING", "") not in ("", "0"),
+    }
+
+
+_CACHES_AT_START = tuning_caches()
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -116,6 +145,7 @@ def build(cfg: dict) -> dict:
         "level": cfg.get("level"),
         "use_flagtune": cfg.get("use_flagtune"),
         "use_flagtune_cost_model": cfg.get("use_flagtune_cost_model"),
+        "tuning_caches_at_start": dict(_CACHES_AT_START),
         "host": socket.gethostname(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
