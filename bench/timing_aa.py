@@ -139,17 +139,32 @@ def fatal_lines(run_log: Path) -> list:
 # -- running ----------------------------------------------------------------------------
 
 
+T0 = time.monotonic()
+
+
+def time_left(args) -> float:
+    """Seconds a run may take: --timeout, shortened to what --deadline leaves."""
+    if not args.deadline:
+        return args.timeout
+    return min(args.timeout, args.deadline - (time.monotonic() - T0) - 15)
+
+
 def run_op(args, op: str, out_dir: Path) -> dict:
     if out_dir.exists():
         shutil.rmtree(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
+    limit = time_left(args)
+    if limit < 30:
+        return {"cmd": "", "exit_code": None, "status": "skipped (deadline)", "error": None, "wall_s": 0.0,
+                "duration_s": None, "n_cases": 0, "timers": {}, "fallback_reasons": [], "fatal": [],
+                "tail": "", "_cases": {}}
     cmd = shlex.split(args.opscreen) + [
         "op", op, "--backend", args.backend, "--timer", args.timer, "--suite", args.suite,
-        "--out", str(out_dir), "--device", str(args.device), "--timeout", str(args.timeout),
+        "--out", str(out_dir), "--device", str(args.device), "--timeout", str(int(limit)),
     ]
     t0 = time.monotonic()
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout + 120,
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit + 120,
                               stdin=subprocess.DEVNULL)
         code, tail = proc.returncode, (proc.stdout + proc.stderr)[-2000:]
     except subprocess.TimeoutExpired:
@@ -198,12 +213,15 @@ def run_upstream(args, op: str) -> dict:
     test_file = root / "benchmark" / f"test_{op}.py"
     if not test_file.is_file():
         return {"skipped": f"no benchmark/test_{op}.py"}
+    limit = time_left(args)
+    if limit < 30:
+        return {"skipped": "deadline"}
     env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(args.device))
     cmd = [args.python, "-m", "pytest", f"benchmark/test_{op}.py", "-m", op, "--mode", "cudagraph",
            "--warmup", "25", "--iter", "100", "--level", "core", "-s", "-p", "no:cacheprovider"]
     t0 = time.monotonic()
     try:
-        proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=args.timeout,
+        proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=limit,
                               stdin=subprocess.DEVNULL)
         text, code = proc.stdout, proc.returncode
     except subprocess.TimeoutExpired as exc:
@@ -346,6 +364,8 @@ def main(argv=None) -> int:
     p.add_argument("--backend", default="cuda", help="opscreen backend (default cuda; cpu to try the script on the sample suite)")
     p.add_argument("--timer", default="graph", help="opscreen timer (default graph)")
     p.add_argument("--timeout", type=float, default=1800.0, help="per-op timeout passed to opscreen op (s)")
+    p.add_argument("--deadline", type=float, default=0.0,
+                   help="whole-script budget in s: each run's timeout shrinks to fit, runs that no longer fit are skipped")
     p.add_argument("--ops", help=f"main-group ops, comma-separated (default {','.join(MAIN_OPS)})")
     p.add_argument("--fallback-ops", help=f"fallback-group ops (default {','.join(FALLBACK_OPS)}; '' for none)")
     p.add_argument("--runs", type=int, default=2, help="identical runs per main-group op (default 2)")
@@ -360,7 +380,7 @@ def main(argv=None) -> int:
         p.error("--suite (or $FLAGGEMS_ROOT) is required")
     if args.runs < 2:
         p.error("--runs must be at least 2")
-    main_ops = [o for o in (args.ops.split(",") if args.ops else MAIN_OPS) if o]
+    main_ops = [o for o in (args.ops.split(",") if args.ops is not None else MAIN_OPS) if o]
     fb_ops = [o for o in (args.fallback_ops.split(",") if args.fallback_ops is not None else FALLBACK_OPS) if o]
     work = Path(args.work or (args.out + ".d"))
     report = {"schema": SCHEMA, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -8,11 +8,12 @@
 #   bash bench/device/h200_checks.sh fallback    # ops FlagGems' cudagraph mode loses (issue 4)
 #   bash bench/device/h200_checks.sh aa          # graph-timer A/A incl. mm (issue 4)
 #   bash bench/device/h200_checks.sh screen      # resumable screen on every GPU (issue 8)
+#   bash bench/device/h200_checks.sh lanes       # 4 GPUs at once: A/A, pinned A/A + mm, fallback, inventory
 #
 # Everything lands in $OUT (the device tool brings back at most 8 files, so each step
 # leaves one tarball and prints its figures last). Budget each step under 9 minutes.
 set -u
-step="${1:?usage: h200_checks.sh inventory|mm|fallback|aa|screen}"
+step="${1:?usage: h200_checks.sh inventory|mm|fallback|aa|screen|lanes}"
 cd "$(dirname "$0")/../.."
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH="/tmp/site:$PWD/src" FLAGGEMS_ROOT="$PWD/.fg/FlagGems" PYTHONUNBUFFERED=1
@@ -49,6 +50,28 @@ case "$step" in
         --inventory ops/flaggems-inventory.yaml --timeout 600 --retries 1 --out "$W/run" --plain > "$W/run.console" 2>&1
     echo "run rc=$?"; tail -3 "$W/run.console"
     python3 -m opscreen summary "$W/run" | tail -12; python3 -m opscreen report "$W/run"
+    ;;
+  lanes)
+    # One call, every GPU busy (4 lanes on nvidia-h200-x4; on fewer GPUs the lanes share).
+    # Each lane has its own Triton and FlagGems caches, so every lane starts cold.
+    n=$(nvidia-smi -L | wc -l); B=$(( ${BUDGET:-540} - 20 ))
+    lane() {  # lane INDEX NAME CMD...: on GPU INDEX mod n, own caches, log in $W/NAME.txt
+      local g=$(( $1 % n )) name=$2; shift 2
+      ( export TRITON_CACHE_DIR=/tmp/tc-$name FLAGGEMS_CACHE_DIR=/tmp/fc-$name; "$@" --device "$g" \
+          --out "$W/$name.json" --work "/tmp/work-$name" --deadline "$B" > "$W/$name.txt" 2>&1 ) &
+    }
+    aa=(python3 bench/timing_aa.py --suite "$FLAGGEMS_ROOT" --timeout 300)
+    lane 0 aa "${aa[@]}" --ops abs,add,softmax,sum,layer_norm --fallback-ops '' --upstream
+    lane 1 aa-pinned env TRITON_CACHE_AUTOTUNING=1 "${aa[@]}" --ops abs,add,softmax,sum,layer_norm --fallback-ops ''
+    lane 2 mm env TRITON_CACHE_AUTOTUNING=1 "${aa[@]}" --timeout 500 --ops mm --fallback-ops ''
+    lane 3 fallback "${aa[@]}" --ops '' --fallback-ops mode,masked_select,isin,unique_consecutive,nonzero,bincount
+    ( CUDA_VISIBLE_DEVICES=$(( 3 % n )) timeout -s INT "$B" python3 -m opscreen inventory --suite "$FLAGGEMS_ROOT" \
+        --env GEMS_VENDOR=nvidia --jobs 12 --batch 40 --timeout 300 --out "$W/flaggems-inventory.yaml" \
+        > "$W/inventory.txt" 2>&1; echo "inventory rc=$?" >> "$W/inventory.txt" ) &
+    wait
+    for f in aa aa-pinned mm fallback; do echo "== $f"; tail -22 "$W/$f.txt"; done
+    echo "== inventory"; tail -4 "$W/inventory.txt"
+    mkdir -p "$W/mm-run"; cp -r /tmp/work-mm/runA/mm/. "$W/mm-run/" 2>/dev/null
     ;;
   *) echo "unknown step $step" >&2; exit 2 ;;
 esac
