@@ -16,6 +16,7 @@ from opscreen.assets import inventory as inv_mod
 from opscreen.assets.inventory import build_inventory, dump_inventory, inventory_dict, load_inventory
 from opscreen.commands import inventory as inventory_cmd
 from opscreen.errors import UsageError
+from opscreen.gitinfo import suite_revision
 
 SUITES = Path(__file__).parent / "fixtures" / "suites"
 A, B, BADCONF, MARKERS = SUITES / "inv_a", SUITES / "inv_b", SUITES / "inv_badconf", SUITES / "markers"
@@ -160,12 +161,22 @@ def test_no_collect_says_scan(tmp_path):
     assert "dyn_op" not in data["ops"]
 
 
-def test_git_identity(tmp_path):
+def test_git_identity(tmp_path, monkeypatch):
+    monkeypatch.delenv("OPSCREEN_SUITE_COMMIT", raising=False)
     plain = tmp_path / "plain"
     shutil.copytree(B, plain)
-    assert inv_mod.git_identity(plain) == (None, None)
+    assert suite_revision(plain) == {"commit": None, "dirty": None, "commit_source": None}
     data = inventory_dict(build_inventory([plain], collect=False, cache_dir=tmp_path / "c"))
     assert data["checkouts"][0]["commit"] is None and data["checkouts"][0]["dirty"] is None
+    # an archive's commit can be declared; it is recorded as declared, not as git's word
+    monkeypatch.setenv("OPSCREEN_SUITE_COMMIT", "ED2508BCB5A03000E9774734201D840BA362CD11")
+    data = inventory_dict(build_inventory([plain], collect=False, cache_dir=tmp_path / "c"))
+    assert data["checkouts"][0]["commit"] == "ed2508bcb5a03000e9774734201d840ba362cd11"
+    assert data["checkouts"][0]["commit_source"] == "declared" and data["checkouts"][0]["dirty"] is None
+    monkeypatch.setenv("OPSCREEN_SUITE_COMMIT", "not-a-sha")
+    with pytest.raises(UsageError, match="OPSCREEN_SUITE_COMMIT"):
+        build_inventory([plain], collect=False, cache_dir=tmp_path / "c")
+    monkeypatch.delenv("OPSCREEN_SUITE_COMMIT")
 
     repo = tmp_path / "repo"
     shutil.copytree(B, repo)
@@ -174,9 +185,13 @@ def test_git_identity(tmp_path):
     subprocess.run(git + ["add", "."], check=True)
     subprocess.run(git + ["commit", "-qm", "x"], check=True)
     head = subprocess.run(git + ["rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
-    assert inv_mod.git_identity(repo) == (head, False)
+    assert suite_revision(repo) == {"commit": head, "dirty": False, "commit_source": "git"}
     (repo / "benchmark" / "test_mul.py").write_text("# changed\n")
-    assert inv_mod.git_identity(repo) == (head, True)
+    assert suite_revision(repo)["dirty"] is True
+    # a suite folder inside another repository is not that repository's commit
+    inner = repo / "vendored"
+    shutil.copytree(B, inner)
+    assert suite_revision(inner)["commit"] is None
 
 
 def test_resolve_suite_root(tmp_path):

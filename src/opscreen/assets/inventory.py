@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
 from ..errors import UsageError
+from ..gitinfo import suite_revision
 from ..procs import run_capture
 from ..providers.markers import BUILTIN_MARKS, FileInfo, op_index, scan_suite, suite_files
 
@@ -48,7 +49,6 @@ __all__ = [
     "Inventory",
     "resolve_suite_root",
     "default_suite_root",
-    "git_identity",
     "collect_files",
     "build_inventory",
     "inventory_dict",
@@ -71,6 +71,7 @@ class Checkout:
     dirty: bool | None
     python: str
     files: list[FileInfo] = field(default_factory=list)
+    commit_source: str | None = None  # "git", "declared" (OPSCREEN_SUITE_COMMIT) or None
 
 
 @dataclass
@@ -174,22 +175,6 @@ def resolve_suite_root(path: str | os.PathLike) -> Path:
     if p.name == "benchmark" and p.is_dir():
         return p.parent
     raise UsageError(f"not a suite root (no benchmark/ directory): {p}")
-
-
-def git_identity(root: Path, timeout: float = 10.0) -> tuple[str | None, bool | None]:
-    """``(commit, dirty)`` of the git work tree at ``root``; ``(None, None)`` when not git.
-
-    ``dirty`` ignores untracked files (a benchmark run leaves logs behind).
-    """
-    head = run_capture(["git", "-C", str(root), "rev-parse", "HEAD"], timeout=timeout)
-    if not head.ok or not head.stdout.strip():
-        return None, None
-    commit = head.stdout.strip().splitlines()[0]
-    status = run_capture(
-        ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], timeout=timeout
-    )
-    dirty = bool(status.stdout.strip()) if status.ok else None
-    return commit, dirty
 
 
 def _checkout_names(roots: Sequence[Path]) -> list[str]:
@@ -449,11 +434,11 @@ def build_inventory(
     disagreements: list[Disagreement] = []
     seconds: dict[str, float] = {}
     for name, root in zip(_checkout_names(resolved), resolved):
-        commit, dirty = git_identity(root)
+        rev = suite_revision(root)  # a bad OPSCREEN_SUITE_COMMIT is a UsageError
         t0 = time.monotonic()
         files = scan_suite(root, cache_dir=cache_dir)
         seconds[f"{name}.scan"] = round(time.monotonic() - t0, 3)
-        co = Checkout(name, root, commit, dirty, py, files)
+        co = Checkout(name, root, rev["commit"], rev["dirty"], py, files, rev["commit_source"])
         checkouts.append(co)
         if not files:
             raise UsageError(f"no benchmark/test_*.py files under {root}")
@@ -548,6 +533,7 @@ def inventory_dict(inv: Inventory) -> dict:
             "path": str(co.root),
             "commit": co.commit,
             "dirty": co.dirty,
+            "commit_source": co.commit_source,
             "python": co.python,
             "files": len(co.files),
             "tests": sum(len(f.tests) for f in co.files),

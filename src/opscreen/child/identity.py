@@ -137,6 +137,7 @@ def build(cfg: dict) -> dict:
             "name": cfg.get("suite_name"),
             "commit": cfg.get("suite_commit"),
             "dirty": cfg.get("suite_dirty"),
+            "commit_source": cfg.get("suite_commit_source"),
         },
         "timer_planned": cfg.get("timer"),
         "dtypes": cfg.get("dtypes"),

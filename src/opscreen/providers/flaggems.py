@@ -128,18 +128,10 @@ class Suite:
 
     @cached_property
     def git(self) -> dict:
-        """Commit and dirty flag when the suite is a git checkout (else None)."""
-        from ..procs import run_capture
+        """``{"commit", "dirty", "commit_source"}`` of the suite (see opscreen.gitinfo)."""
+        from ..gitinfo import suite_revision
 
-        top = run_capture(["git", "-C", str(self.root), "rev-parse", "--show-toplevel"], timeout=10)
-        if not top.ok or Path(top.stdout.strip()).resolve() != self.root:
-            # Not a checkout of its own (e.g. a suite folder inside another repo).
-            return {"commit": None, "dirty": None}
-        head = run_capture(["git", "-C", str(self.root), "rev-parse", "HEAD"], timeout=10)
-        if not head.ok:
-            return {"commit": None, "dirty": None}
-        st = run_capture(["git", "-C", str(self.root), "status", "--porcelain", "--untracked-files=no"], timeout=20)
-        return {"commit": head.stdout.strip(), "dirty": bool(st.stdout.strip()) if st.ok else None}
+        return suite_revision(self.root)
 
     @cached_property
     def files(self):
