@@ -94,6 +94,8 @@ def probe(cfg: dict) -> dict:
         out["l2_cache_size"] = getattr(props, "L2_cache_size", None)
         out["multi_processor_count"] = getattr(props, "multi_processor_count", None)
         out["total_memory"] = getattr(props, "total_memory", None)
+        uuid = str(getattr(props, "uuid", "") or "")
+        out["uuid"] = uuid or None
         cap = getattr(props, "major", None), getattr(props, "minor", None)
         out["compute_capability"] = f"{cap[0]}.{cap[1]}" if cap[0] is not None else None
     except Exception as exc:

@@ -95,11 +95,47 @@ def _cli_line(argv, timeout=5.0):
     return lines[0] if lines else None
 
 
+def smi_selector() -> str:
+    """The ``nvidia-smi -i`` argument for the device this process uses: its UUID when
+    torch gave one (nvidia-smi's index order need not be CUDA's), else the first
+    visible device."""
+    from .device import PROBE
+
+    uuid = PROBE.get("uuid")
+    if uuid:
+        return uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
+    return os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or "0"
+
+
+# What may make two runs of one caliber differ on the same kind of GPU: clocks,
+# temperature, power and the active clock-limiting reasons (a bit mask).
+GPU_STATE_FIELDS = ("clocks.sm", "clocks.max.sm", "clocks.mem", "temperature.gpu", "power.draw", "pstate",
+                    "clocks_throttle_reasons.active")
+
+
+def gpu_state(cfg: dict):
+    """Clocks, temperature and power of the device now (CUDA only; None elsewhere or
+    when nvidia-smi cannot say)."""
+    if cfg.get("backend") != "cuda":
+        return None
+    fields = list(GPU_STATE_FIELDS)
+    for _ in range(2):
+        line = _cli_line(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits",
+                          "-i", smi_selector()])
+        if line:
+            values = [v.strip() for v in line.split(",")]
+            if len(values) == len(fields):
+                state = dict(zip(fields, values))
+                state["at"] = _now()
+                return state
+        fields = fields[:-1]  # drivers that no longer know the throttle-reason field
+    return None
+
+
 def driver_version(cfg: dict):
     backend = cfg.get("backend")
     if backend == "cuda":
-        idx = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or "0"
-        return _cli_line(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader", "-i", idx])
+        return _cli_line(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader", "-i", smi_selector()])
     if backend == "rocm":
         line = _cli_line(["rocm-smi", "--showdriverversion"])
         return line
@@ -123,6 +159,7 @@ def build(cfg: dict) -> dict:
         "device_type": cfg.get("device_type"),
         "device_index": cfg.get("device"),
         "device_name": PROBE.get("device_name"),
+        "device_uuid": PROBE.get("uuid"),
         "device_count": PROBE.get("device_count"),
         "compute_capability": PROBE.get("compute_capability"),
         "l2_cache_size": PROBE.get("l2_cache_size"),
@@ -147,6 +184,7 @@ def build(cfg: dict) -> dict:
         "use_flagtune": cfg.get("use_flagtune"),
         "use_flagtune_cost_model": cfg.get("use_flagtune_cost_model"),
         "tuning_caches_at_start": dict(_CACHES_AT_START),
+        "gpu_state": {"start": gpu_state(cfg), "end": None},
         "host": socket.gethostname(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
@@ -184,6 +222,8 @@ def pytest_sessionfinish(session, exitstatus):
     if not cfg or not _IDENT:
         return
     _IDENT["finished_at"] = _now()
+    if isinstance(_IDENT.get("gpu_state"), dict):
+        _IDENT["gpu_state"]["end"] = gpu_state(cfg)
     _IDENT["pytest_exitstatus"] = int(exitstatus)
     _IDENT["library_version"] = _IDENT.get("library_version") or _module_version(cfg.get("library") or "flag_gems")
     write(_IDENT, cfg["identity_path"])
