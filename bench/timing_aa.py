@@ -161,6 +161,7 @@ def run_op(args, op: str, out_dir: Path) -> dict:
     cmd = shlex.split(args.opscreen) + [
         "op", op, "--backend", args.backend, "--timer", args.timer, "--suite", args.suite,
         "--out", str(out_dir), "--device", str(args.device), "--timeout", str(int(limit)),
+        *shlex.split(args.op_args or ""),
     ]
     t0 = time.monotonic()
     try:
@@ -361,6 +362,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", required=True, help="JSON report path")
     p.add_argument("--work", help="where the op output dirs go (default: <out>.d)")
     p.add_argument("--device", type=int, default=0)
+    p.add_argument("--op-args", default="", help="more arguments for every `opscreen op` call, e.g. "
+                   "'--test-node benchmark/test_mm.py::test_mm' or '--dtypes float16'")
     p.add_argument("--backend", default="cuda", help="opscreen backend (default cuda; cpu to try the script on the sample suite)")
     p.add_argument("--timer", default="graph", help="opscreen timer (default graph)")
     p.add_argument("--timeout", type=float, default=1800.0, help="per-op timeout passed to opscreen op (s)")

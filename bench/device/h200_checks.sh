@@ -9,14 +9,19 @@
 #   bash bench/device/h200_checks.sh aa          # graph-timer A/A incl. mm (issue 4)
 #   bash bench/device/h200_checks.sh screen      # resumable screen on every GPU (issue 8)
 #   bash bench/device/h200_checks.sh lanes       # 4 GPUs at once: A/A, pinned A/A + mm, fallback, inventory
+#   bash bench/device/h200_checks.sh mm-split    # 4 GPUs: mm split by test and dtype, test_mm A/A, inventory
+#   bash bench/device/h200_checks.sh l2          # 3 GPUs: A/A with L2 flush, A/A again, bincount
+#
+# The FlagGems copy is an archive of ed2508b (not a checkout): OPSCREEN_SUITE_COMMIT declares it.
 #
 # Everything lands in $OUT (the device tool brings back at most 8 files, so each step
 # leaves one tarball and prints its figures last). Budget each step under 9 minutes.
 set -u
-step="${1:?usage: h200_checks.sh inventory|mm|fallback|aa|screen|lanes}"
+step="${1:?usage: h200_checks.sh inventory|mm|fallback|aa|screen|lanes|mm-split|l2}"
 cd "$(dirname "$0")/../.."
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH="/tmp/site:$PWD/src" FLAGGEMS_ROOT="$PWD/.fg/FlagGems" PYTHONUNBUFFERED=1
+export OPSCREEN_SUITE_COMMIT="${OPSCREEN_SUITE_COMMIT:-ed2508bcb5a03000e9774734201d840ba362cd11}"
 OUT="${OUT:-/tmp/out}"
 W=/tmp/h200; mkdir -p "$W" "$OUT"
 left() { echo $(( ${BUDGET:-520} - SECONDS )); }
@@ -72,6 +77,58 @@ case "$step" in
     for f in aa aa-pinned mm fallback; do echo "== $f"; tail -22 "$W/$f.txt"; done
     echo "== inventory"; tail -4 "$W/inventory.txt"
     mkdir -p "$W/mm-run"; cp -r /tmp/work-mm/runA/mm/. "$W/mm-run/" 2>/dev/null
+    ;;
+  mm-split)
+    # mm cold: most of the time goes to compiling FlagGems' configs (22 for mm, 73 for
+    # mm_self_transpose, per dtype and per integer specialisation). GPU 0: test_mm, all
+    # dtypes, then its A/A from the warm caches; GPUs 1-3: test_mm_self_transpose_benchmark,
+    # one dtype each. Inventory collection on the CPUs meanwhile.
+    n=$(nvidia-smi -L | wc -l); B=$(( ${BUDGET:-540} - 20 ))
+    node=benchmark/test_mm.py
+    ( export TRITON_CACHE_DIR=/tmp/tc-mm FLAGGEMS_CACHE_DIR=/tmp/fc-mm
+      python3 -m opscreen op mm --backend cuda --device 0 --test-node "$node::test_mm" --out "$W/mm" \
+          --timeout $(( B - 30 )) > "$W/mm.console" 2>&1
+      echo "test_mm all dtypes: rc=$? at $SECONDS s" >> "$W/split.txt"
+      python3 bench/timing_aa.py --suite "$FLAGGEMS_ROOT" --ops mm --fallback-ops '' --device 0 --timeout 300 \
+          --op-args "--test-node $node::test_mm" --out "$W/mm-aa.json" --work /tmp/work-mm \
+          --deadline $(( B - SECONDS )) > "$W/mm-aa.txt" 2>&1
+      echo "test_mm A/A: done at $SECONDS s" >> "$W/split.txt" ) &
+    i=1
+    for dt in float16 float32 bfloat16; do
+      ( export TRITON_CACHE_DIR=/tmp/tc-st-$dt FLAGGEMS_CACHE_DIR=/tmp/fc-st-$dt
+        python3 -m opscreen op mm --backend cuda --device $(( i % n )) --dtypes $dt \
+            --test-node "$node::test_mm_self_transpose_benchmark" --out "$W/mm-st-$dt" --timeout $(( B - 10 )) \
+            > "$W/mm-st-$dt.console" 2>&1
+        echo "test_mm_self_transpose_benchmark $dt: rc=$? at $SECONDS s" >> "$W/split.txt" ) &
+      i=$(( i + 1 ))
+    done
+    ( CUDA_VISIBLE_DEVICES=$(( 3 % n )) timeout -s INT "$B" python3 -m opscreen inventory --suite "$FLAGGEMS_ROOT" \
+        --env GEMS_VENDOR=nvidia --jobs 8 --batch 40 --timeout 300 --out "$W/flaggems-inventory.yaml" \
+        > "$W/inventory.txt" 2>&1; echo "inventory rc=$?" >> "$W/inventory.txt" ) &
+    wait
+    cat "$W/split.txt"
+    for d in mm mm-st-float16 mm-st-float32 mm-st-bfloat16; do
+      grep -E "^\[opscreen\] result" "$W/$d/run.log" | tail -1 | sed "s/^/$d: /"
+      grep -cE "^(SUCCESS|FAILED)" "$W/$d/run.log" | sed "s/^/$d rows: /"
+    done
+    echo "== mm A/A"; tail -8 "$W/mm-aa.txt"
+    echo "== inventory"; tail -3 "$W/inventory.txt"
+    rm -rf /tmp/work-mm/runB
+    ;;
+  l2)
+    # A/A with the L2 flushed before every sample, then the default again, on the ops whose
+    # cases moved between processes; bincount whole (fallback group).
+    n=$(nvidia-smi -L | wc -l); B=$(( ${BUDGET:-540} - 20 ))
+    aa=(python3 bench/timing_aa.py --suite "$FLAGGEMS_ROOT" --fallback-ops '' --timeout 250 --deadline "$B")
+    ( export TRITON_CACHE_DIR=/tmp/tc-1 FLAGGEMS_CACHE_DIR=/tmp/fc-1 OPSCREEN_L2_FLUSH=1
+      "${aa[@]}" --ops "${L2_OPS:-layer_norm,sum,softmax}" --device 0 --out "$W/aa-flush.json" --work /tmp/w1 > "$W/aa-flush.txt" 2>&1 ) &
+    ( export TRITON_CACHE_DIR=/tmp/tc-2 FLAGGEMS_CACHE_DIR=/tmp/fc-2
+      "${aa[@]}" --ops "${L2_OPS:-layer_norm,sum,softmax}" --device $(( 1 % n )) --out "$W/aa-again.json" --work /tmp/w2 > "$W/aa-again.txt" 2>&1 ) &
+    ( export TRITON_CACHE_DIR=/tmp/tc-3 FLAGGEMS_CACHE_DIR=/tmp/fc-3
+      python3 bench/timing_aa.py --suite "$FLAGGEMS_ROOT" --ops '' --fallback-ops bincount --timeout 400 \
+          --deadline "$B" --device $(( 2 % n )) --out "$W/bincount.json" --work /tmp/w3 > "$W/bincount.txt" 2>&1 ) &
+    wait
+    for f in aa-flush aa-again bincount; do echo "== $f"; tail -14 "$W/$f.txt"; done
     ;;
   *) echo "unknown step $step" >&2; exit 2 ;;
 esac

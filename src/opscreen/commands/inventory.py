@@ -122,7 +122,8 @@ def run(args) -> int:
             if coll.get("mode") == "off"
             else f"collected ok {coll['files_ok']}, error {coll['files_error']}, timeout {coll['files_timeout']}, skipped {coll['files_skipped']}"
         )
-        commit = (co["commit"] or "no git")[:12] + (" (dirty)" if co["dirty"] else "")
+        commit = (co["commit"] or "no git")[:12] + (" (dirty)" if co["dirty"] else "") + (
+            " (declared)" if co.get("commit_source") == "declared" else "")
         sys.stderr.write(
             f"{co['name']} @ {commit}: {co['files']} files, {co['tests']} tests, {co['ops']} ops, "
             f"{len(co['files_whose_stem_is_not_a_marker'])} files whose stem is not a marker; {how}\n"
