@@ -292,6 +292,20 @@ def test_l2_flush_uses_one_call_per_replay_and_flushes_each_sample():
     assert api.flushes == res.stats.n
 
 
+@pytest.mark.parametrize("ms, flushed", [(0.01, False), (0.5, True)])
+def test_l2_flush_with_a_minimum_flushes_only_long_calls(ms, flushed):
+    api = FakeGraphAPI()
+    settings = Settings(**{**FAST.__dict__, "l2_flush": True, "l2_flush_min_ms": 0.1})
+    res = G.measure_graph(Op(api, ms=ms), settings, api, Direct())
+    assert res.timer == "graph" and res.extra["l2_flush"] is flushed
+    assert res.output("median") == pytest.approx(ms)
+    if flushed:
+        assert res.extra["calls_per_replay"] == 1 and api.flushes == res.stats.n
+    else:  # a short call keeps a warm L2 and many calls per sample
+        assert res.extra["calls_per_replay"] == timing.calls_per_sample(ms, settings) > 1 and api.flushes == 0
+    _clean(api)
+
+
 def test_graph_module_registers_its_provider():
     assert timed.graph_provider() is G.PROVIDER
 

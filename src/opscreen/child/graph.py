@@ -347,7 +347,8 @@ def measure_graph(call: Callable[[], Any], settings: Settings, api: GraphAPI,
                 return float(start.elapsed_time(end))
 
             w = warm_up(run_batch, settings, clock)
-            flush = bool(settings.l2_flush and api.can_flush_l2())
+            want_flush = bool(settings.l2_flush and api.can_flush_l2())
+            flush = want_flush and settings.l2_flush_min_ms <= 0
 
             phase = "capture"
 
@@ -382,7 +383,12 @@ def measure_graph(call: Callable[[], Any], settings: Settings, api: GraphAPI,
                 end.record()
                 api.synchronize()
                 device_ms = float(start.elapsed_time(end)) / (PROBE_REPLAYS * probe_n)
-                n_calls = calls_per_sample(device_ms, settings)
+                if want_flush and device_ms >= settings.l2_flush_min_ms:
+                    # long enough that one call per replay costs no accuracy: flush the L2
+                    # before each sample so every sample starts from the same cold cache
+                    flush, n_calls = True, 1
+                else:
+                    n_calls = calls_per_sample(device_ms, settings)
                 if n_calls != probe_n:
                     phase = "capture"
                     api.drop(graph)

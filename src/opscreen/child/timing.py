@@ -91,6 +91,9 @@ class Settings:
     sample_ms: float = 1.0
     max_calls_per_sample: int = 1024
     max_warmup_s: float = 30.0
+    # With l2_flush on: flush only for cases whose device time per call is at least
+    # this (ms); smaller cases keep many calls per sample and a warm L2. 0: flush all.
+    l2_flush_min_ms: float = 0.0
     capture_error_mode: str = "thread_local"
 
     @classmethod
@@ -111,13 +114,19 @@ class Settings:
             sample_ms=max(1e-6, float(self.sample_ms)),
             max_calls_per_sample=max(1, int(self.max_calls_per_sample)),
             max_warmup_s=max(1e-6, float(self.max_warmup_s)),
+            l2_flush_min_ms=max(0.0, float(self.l2_flush_min_ms)),
             capture_error_mode=str(self.capture_error_mode),
         )
 
     def describe(self) -> str:
         return (f"target_rsd={self.target_rsd:g} min_samples={self.min_samples} max_samples={self.max_samples} "
                 f"max_time_s={self.max_time_s:g} warmup_calls={self.warmup_calls} warmup_ms={self.warmup_ms:g} "
-                f"sample_ms={self.sample_ms:g} l2_flush={'on' if self.l2_flush else 'off'}")
+                f"sample_ms={self.sample_ms:g} l2_flush={self._flush_words()}")
+
+    def _flush_words(self) -> str:
+        if not self.l2_flush:
+            return "off"
+        return f"on(>={self.l2_flush_min_ms:g}ms)" if self.l2_flush_min_ms > 0 else "on"
 
 
 # -- statistics and the stopping rule ---------------------------------------------
