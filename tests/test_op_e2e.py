@@ -153,7 +153,11 @@ def test_timeout_kills_whole_group(cli, fault_suite, tmp_path):
     while any(alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(alive(p) for p in pids), "a child or grandchild survived the timeout"
-    assert json.loads((out / "result.json").read_text())["status"] == "timeout"
+    result = json.loads((out / "result.json").read_text())
+    assert result["status"] == "timeout"
+    # the child dumped its stacks on SIGTERM: the log and the error say where it hung
+    assert "most recent call first" in (out / "run.log").read_text()
+    assert "in test_hang (benchmark/test_faults.py:" in result["error"], result["error"]
 
 
 @pytest.mark.parametrize(

@@ -232,6 +232,46 @@ def last_error_line(lines) -> str | None:
     return None
 
 
+# not anchored: the dump may continue a line pytest left open ("benchmark/test_x.py Current thread ...")
+_THREAD_HEAD = re.compile(r"(?:Current thread|Thread) 0x[0-9a-fA-F]+ \(most recent call first\):")
+_FRAME = re.compile(r'^\s+File "([^"]+)", line (\d+) in (\S+)')
+
+
+def where_stuck(lines, suite_root: str | Path | None = None) -> str | None:
+    """Where a timed-out child was, from the stack dump it printed on SIGTERM
+    (child/device.py): the innermost frame of the main thread, and the innermost
+    frame inside the suite when that is a different one. None without a dump."""
+    blocks: list[list[tuple[str, str, str]]] = []
+    current: list | None = None
+    for line in lines:
+        if _THREAD_HEAD.search(line):
+            current = []
+            blocks.append(current)
+            continue
+        m = _FRAME.match(line)
+        if m and current is not None:
+            current.append(m.groups())
+        elif current is not None and line.strip():
+            current = None
+    blocks = [b for b in blocks if b]
+    if not blocks:
+        return None
+    # the main thread's outermost frame is not threading's bootstrap
+    main = next((b for b in reversed(blocks) if not b[-1][0].endswith("threading.py")), blocks[-1])
+
+    def fmt(frame):
+        path, line, func = frame
+        return f"{func} ({'/'.join(Path(path).parts[-2:])}:{line})"
+
+    where = fmt(main[0])
+    root = str(suite_root) if suite_root else None
+    if root:
+        inside = next((f for f in main if f[0].startswith(root)), None)
+        if inside is not None and inside != main[0]:
+            where += f", from {fmt(inside)}"
+    return where
+
+
 def classify(rc: int | None, timed_out: bool, interrupted: bool, tail) -> tuple[str, int, str | None]:
     err = last_error_line(tail)
     if interrupted:
@@ -355,7 +395,9 @@ def run_op(
         else:
             status, code, err = classify(res.returncode, res.timed_out, res.interrupted, list(tail))
             if res.timed_out:
-                err = f"timed out after {req.timeout:g} s" + (f"; last error: {err}" if err else "")
+                where = where_stuck(tail, req.suite.root)
+                err = (f"timed out after {req.timeout:g} s" + (f" in {where}" if where else "")
+                       + (f"; last error: {err}" if err else ""))
             outcome = OpOutcome(status, code, res.returncode, res.duration_s, err, out_dir, timer)
         for line in banner_end(outcome):
             emit(line + "\n")

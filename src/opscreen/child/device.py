@@ -21,6 +21,30 @@ from . import config as _config
 
 PROBE: dict = {}
 _DONE = False
+_TERM_DUMP = None  # keeps the duplicated stderr of the SIGTERM stack dump open
+
+
+def dump_stacks_on_sigterm() -> bool:
+    """On SIGTERM (the harness's timeout), print every thread's Python stack to the
+    original stderr, then die of SIGTERM as before: a timed-out op's run.log says
+    where it was (compiling, autotuning, a hung kernel, the suite's own loop).
+    The stream is a duplicate of fd 2 taken now, so pytest's output capture cannot
+    swallow it. False where faulthandler cannot do this (no SIGTERM, no register)."""
+    global _TERM_DUMP
+    if _TERM_DUMP is not None:
+        return True
+    import faulthandler
+    import signal
+
+    if not hasattr(faulthandler, "register") or not hasattr(signal, "SIGTERM"):
+        return False
+    try:
+        stream = os.fdopen(os.dup(2), "w")
+        faulthandler.register(signal.SIGTERM, file=stream, all_threads=True, chain=True)
+    except (OSError, ValueError, RuntimeError):
+        return False
+    _TERM_DUMP = stream
+    return True
 
 
 def _setup() -> None:
@@ -31,6 +55,7 @@ def _setup() -> None:
     cfg = _config.load()
     if not cfg:
         return
+    dump_stacks_on_sigterm()
     vendor = cfg.get("vendor")
     if vendor:
         os.environ["GEMS_VENDOR"] = vendor
