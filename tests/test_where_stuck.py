@@ -13,6 +13,7 @@ benchmark/test_mm.py Thread 0x00007f0000000001 (most recent call first):
   File "/usr/lib/python3.12/threading.py", line 1032 in _bootstrap
 
 Current thread 0x00007f0000000002 (most recent call first):
+  File "/usr/lib/python3.12/ast.py", line 406 in visit
   File "/site/triton/backends/nvidia/compiler.py", line 431 in make_cubin
   File "/site/triton/compiler/compiler.py", line 320 in compile
   File "/suite/src/flag_gems/utils/libentry.py", line 700 in __call__

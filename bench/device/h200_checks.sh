@@ -10,7 +10,7 @@
 #   bash bench/device/h200_checks.sh screen      # resumable screen on every GPU (issue 8)
 #   bash bench/device/h200_checks.sh lanes       # 4 GPUs at once: A/A, pinned A/A + mm, fallback, inventory
 #   bash bench/device/h200_checks.sh mm-split    # 4 GPUs: mm split by test and dtype, test_mm A/A, inventory
-#   bash bench/device/h200_checks.sh l2          # 3 GPUs: A/A with L2 flush, A/A again, bincount
+#   bash bench/device/h200_checks.sh l2          # 4 GPUs: A/A with L2 flush, with flush >= 50 us, default; mm fp32 stack
 #
 # The FlagGems copy is an archive of ed2508b (not a checkout): OPSCREEN_SUITE_COMMIT declares it.
 #
@@ -116,19 +116,26 @@ case "$step" in
     rm -rf /tmp/work-mm/runB
     ;;
   l2)
-    # A/A with the L2 flushed before every sample, then the default again, on the ops whose
-    # cases moved between processes; bincount whole (fallback group).
+    # Between-process differences: the same A/A three ways at once (L2 flushed before every
+    # sample; flushed only for cases of >= 50 us a call; the default), plus the float32
+    # mm_self_transpose that never finished, to see where it spends its time (stack dump).
     n=$(nvidia-smi -L | wc -l); B=$(( ${BUDGET:-540} - 20 ))
-    aa=(python3 bench/timing_aa.py --suite "$FLAGGEMS_ROOT" --fallback-ops '' --timeout 250 --deadline "$B")
+    ops="${L2_OPS:-layer_norm,sum,softmax,abs}"
+    aa=(python3 bench/timing_aa.py --suite "$FLAGGEMS_ROOT" --fallback-ops '' --timeout 250 --deadline "$B" --ops "$ops")
     ( export TRITON_CACHE_DIR=/tmp/tc-1 FLAGGEMS_CACHE_DIR=/tmp/fc-1 OPSCREEN_L2_FLUSH=1
-      "${aa[@]}" --ops "${L2_OPS:-layer_norm,sum,softmax}" --device 0 --out "$W/aa-flush.json" --work /tmp/w1 > "$W/aa-flush.txt" 2>&1 ) &
-    ( export TRITON_CACHE_DIR=/tmp/tc-2 FLAGGEMS_CACHE_DIR=/tmp/fc-2
-      "${aa[@]}" --ops "${L2_OPS:-layer_norm,sum,softmax}" --device $(( 1 % n )) --out "$W/aa-again.json" --work /tmp/w2 > "$W/aa-again.txt" 2>&1 ) &
+      "${aa[@]}" --device 0 --out "$W/aa-flush.json" --work "$W/w-flush" > "$W/aa-flush.txt" 2>&1 ) &
+    ( export TRITON_CACHE_DIR=/tmp/tc-2 FLAGGEMS_CACHE_DIR=/tmp/fc-2 OPSCREEN_L2_FLUSH=1 OPSCREEN_L2_FLUSH_MIN_MS=0.05
+      "${aa[@]}" --device $(( 1 % n )) --out "$W/aa-flush50.json" --work "$W/w-flush50" > "$W/aa-flush50.txt" 2>&1 ) &
     ( export TRITON_CACHE_DIR=/tmp/tc-3 FLAGGEMS_CACHE_DIR=/tmp/fc-3
-      python3 bench/timing_aa.py --suite "$FLAGGEMS_ROOT" --ops '' --fallback-ops bincount --timeout 400 \
-          --deadline "$B" --device $(( 2 % n )) --out "$W/bincount.json" --work /tmp/w3 > "$W/bincount.txt" 2>&1 ) &
+      "${aa[@]}" --device $(( 2 % n )) --out "$W/aa-default.json" --work "$W/w-default" > "$W/aa-default.txt" 2>&1 ) &
+    ( export TRITON_CACHE_DIR=/tmp/tc-4 FLAGGEMS_CACHE_DIR=/tmp/fc-4
+      python3 -m opscreen op mm --backend cuda --device $(( 3 % n )) --dtypes float32 \
+          --test-node benchmark/test_mm.py::test_mm_self_transpose_benchmark --out "$W/mm-st-float32" \
+          --timeout $(( B - 40 )) --grace 20 > /dev/null 2>&1 ) &
     wait
-    for f in aa-flush aa-again bincount; do echo "== $f"; tail -14 "$W/$f.txt"; done
+    for f in aa-flush aa-flush50 aa-default; do echo "== $f"; tail -14 "$W/$f.txt"; done
+    echo "== mm_self_transpose float32"; python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['error'])" "$W/mm-st-float32/result.json"
+    grep -cE "^(SUCCESS|FAILED)" "$W/mm-st-float32/run.log"
     ;;
   *) echo "unknown step $step" >&2; exit 2 ;;
 esac

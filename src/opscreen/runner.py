@@ -263,7 +263,10 @@ def where_stuck(lines, suite_root: str | Path | None = None) -> str | None:
         path, line, func = frame
         return f"{func} ({'/'.join(Path(path).parts[-2:])}:{line})"
 
-    where = fmt(main[0])
+    def stdlib(path: str) -> bool:  # ast.py, threading.py, <frozen runpy>: not telling
+        return path.startswith("<") or ("/lib/python" in path and "-packages/" not in path)
+
+    where = fmt(next((f for f in main if not stdlib(f[0])), main[0]))
     root = str(suite_root) if suite_root else None
     if root:
         inside = next((f for f in main if f[0].startswith(root)), None)
