@@ -263,6 +263,26 @@ def compare_upstream(ours: dict, up: dict, small_ms: float) -> dict:
 # -- report -------------------------------------------------------------------------------
 
 
+def split_median(runs: list) -> dict:
+    """Median-of-k against median-of-k: per case, the median speedup of the first half of
+    the runs against that of the second half (each run a fresh process). Says whether
+    sampling k processes per op brings the between-process spread under the targets."""
+    k = len(runs) // 2
+    halves = (runs[:k], runs[k:2 * k])
+    keys = set().union(*(r["_cases"].keys() for r in runs[:2 * k]))
+    deltas = []
+    for key in keys:
+        meds = []
+        for half in halves:
+            vals = [r["_cases"][key]["speedup"] for r in half
+                    if key in r["_cases"] and r["_cases"][key]["speedup"]]
+            meds.append(percentile(vals, 50) if len(vals) == k else None)
+        d = rel_diff(meds[0], meds[1])
+        if d is not None:
+            deltas.append(d)
+    return {"k": k, "speedup_delta": spread(deltas)}
+
+
 def analyse(op: str, group: str, runs: list) -> dict:
     a, b = runs[0]["_cases"], runs[1]["_cases"] if len(runs) > 1 else {}
     cases, deltas, lat_deltas = [], [], []
@@ -343,6 +363,10 @@ def print_table(report: dict) -> None:
             print(f"{op}: |Δlatency| torch side med {pct(t['median'])} p90 {pct(t['p90'])} max {pct(t['max'])}; "
                   f"library side med {pct(g['median'])} p90 {pct(g['p90'])} max {pct(g['max'])}; "
                   f"calls per sample differ in {r['cases_calls_differ']} cases")
+        if "split_median" in r:
+            m = r["split_median"]["speedup_delta"]
+            print(f"{op}: median of {r['split_median']['k']} runs vs median of {r['split_median']['k']} others: "
+                  f"|Δspeedup| med {pct(m['median'])} p90 {pct(m['p90'])} max {pct(m['max'])}")
         if "upstream" in r and "all" in r["upstream"]:
             u = r["upstream"]
             print(f"{op}: vs upstream --mode cudagraph: matched {u['matched']}/{u['upstream_cases']}, "
@@ -372,6 +396,8 @@ def main(argv=None) -> int:
     p.add_argument("--ops", help=f"main-group ops, comma-separated (default {','.join(MAIN_OPS)})")
     p.add_argument("--fallback-ops", help=f"fallback-group ops (default {','.join(FALLBACK_OPS)}; '' for none)")
     p.add_argument("--runs", type=int, default=2, help="identical runs per main-group op (default 2)")
+    p.add_argument("--split-median", action="store_true",
+                   help="with --runs 2k (k >= 2): also compare the per-case median of the first k runs with that of the last k")
     p.add_argument("--fallback-runs", type=int, default=1,
                    help="runs per fallback-group op (default 1: the question there is whether every case gets a number)")
     p.add_argument("--opscreen", default=f"{shlex.quote(sys.executable)} -m opscreen", help="how to call opscreen")
@@ -396,6 +422,8 @@ def main(argv=None) -> int:
                 print(f"bench: {op} run {tag} ...", file=sys.stderr, flush=True)
                 runs.append(run_op(args, op, work / f"run{tag}" / op))
             entry = analyse(op, group, runs)
+            if args.split_median and len(runs) >= 4:
+                entry["split_median"] = split_median(runs)
             if args.upstream and group == "main":
                 print(f"bench: {op} upstream --mode cudagraph ...", file=sys.stderr, flush=True)
                 up = run_upstream(args, op)

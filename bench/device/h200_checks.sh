@@ -11,13 +11,14 @@
 #   bash bench/device/h200_checks.sh lanes       # 4 GPUs at once: A/A, pinned A/A + mm, fallback, inventory
 #   bash bench/device/h200_checks.sh mm-split    # 4 GPUs: mm split by test and dtype, test_mm A/A, inventory
 #   bash bench/device/h200_checks.sh l2          # 4 GPUs: A/A with L2 flush, with flush >= 50 us, default; mm fp32 stack
+#   bash bench/device/h200_checks.sh repeats     # one op per GPU, 6 runs: median of 3 processes vs median of 3
 #
 # The FlagGems copy is an archive of ed2508b (not a checkout): OPSCREEN_SUITE_COMMIT declares it.
 #
 # Everything lands in $OUT (the device tool brings back at most 8 files, so each step
 # leaves one tarball and prints its figures last). Budget each step under 9 minutes.
 set -u
-step="${1:?usage: h200_checks.sh inventory|mm|fallback|aa|screen|lanes|mm-split|l2}"
+step="${1:?usage: h200_checks.sh inventory|mm|fallback|aa|screen|lanes|mm-split|l2|repeats}"
 cd "$(dirname "$0")/../.."
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH="/tmp/site:$PWD/src" FLAGGEMS_ROOT="$PWD/.fg/FlagGems" PYTHONUNBUFFERED=1
@@ -136,6 +137,20 @@ case "$step" in
     for f in aa-flush aa-flush50 aa-default; do echo "== $f"; tail -14 "$W/$f.txt"; done
     echo "== mm_self_transpose float32"; python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['error'])" "$W/mm-st-float32/result.json"
     grep -cE "^(SUCCESS|FAILED)" "$W/mm-st-float32/run.log"
+    ;;
+  repeats)
+    # Does sampling several processes beat the between-process spread? Six runs per op,
+    # median of 3 against median of 3 (bench/results/2026-11-29-h200x4-timing.md).
+    n=$(nvidia-smi -L | wc -l); B=$(( ${BUDGET:-540} - 20 )); i=0
+    for op in ${REPEAT_OPS:-layer_norm sum softmax abs}; do
+      ( export TRITON_CACHE_DIR=/tmp/tc-$op FLAGGEMS_CACHE_DIR=/tmp/fc-$op
+        python3 bench/timing_aa.py --suite "$FLAGGEMS_ROOT" --ops "$op" --fallback-ops '' --runs 6 --split-median \
+            --timeout 200 --deadline "$B" --device $(( i % n )) --out "$W/rep-$op.json" --work "/tmp/w-$op" \
+            > "$W/rep-$op.txt" 2>&1 ) &
+      i=$(( i + 1 ))
+    done
+    wait
+    for f in "$W"/rep-*.txt; do echo "== $f"; tail -8 "$f"; done
     ;;
   *) echo "unknown step $step" >&2; exit 2 ;;
 esac
