@@ -29,6 +29,7 @@ from .backends import Backend, all_visible_keys
 from .child.config import EXIT_DEVICE_FATAL, FATAL_PREFIX, TIMING_DEFAULTS, TIMING_ENV, caliber, coerce_timing
 from .errors import UsageError
 from .fsio import atomic_write_json
+from .measure import MeasureSettings
 from .plan import planned_timer, plugin_plan, pytest_args
 from .procs import run_streaming
 from .providers.flaggems import NodeSpec, Suite
@@ -56,21 +57,12 @@ def utcnow() -> str:
 
 
 @dataclass
-class OpRequest:
+class OpRequest(MeasureSettings):
     op: str
     target: NodeSpec
     suite: Suite
     backend: Backend
     device: int = 0
-    timer: str = "auto"
-    dtypes: list[str] | None = None
-    shape_mode: str = "upstream"
-    level: str = "core"
-    use_flagtune: str = "0"
-    use_flagtune_cost_model: str = "0"
-    timeout: float | None = 1800.0
-    grace: float = 10.0
-    extra_args: list[str] = field(default_factory=list)
     color: bool = False
     env: dict[str, str] = field(default_factory=dict)  # extra environment for the child
 
@@ -86,14 +78,7 @@ class OpRequest:
             "capabilities": self.backend.capabilities.as_dict(),
             "device": self.device,
             "timer_requested": self.timer,
-            "dtypes": self.dtypes,
-            "shape_mode": self.shape_mode,
-            "level": self.level,
-            "use_flagtune": self.use_flagtune,
-            "use_flagtune_cost_model": self.use_flagtune_cost_model,
-            "timeout": self.timeout,
-            "grace": self.grace,
-            "extra_args": list(self.extra_args),
+            **{k: v for k, v in self.measure_settings().items() if k != "timer"},
         }
 
 
@@ -333,7 +318,7 @@ def run_op(
         "suite_name": req.suite.name,
         "suite_commit": req.suite.git["commit"],
         "suite_dirty": req.suite.git["dirty"],
-        "suite_commit_source": req.suite.git["commit_source"],
+        "suite_commit_source": req.suite.git.get("commit_source"),
         "library": req.suite.library,
         "backend": req.backend.name,
         "vendor": req.backend.vendor,

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import __version__
+from ..measure import MeasureSettings
 from ..plan import planned_timer
 from . import signature as sig
 from .executor import MARK_ENV, Done, Job, LocalExecutor, reap_leftovers
@@ -66,7 +67,7 @@ CALIBER_SETTINGS = (
 
 
 @dataclass
-class BatchConfig:
+class BatchConfig(MeasureSettings):
     """Everything a batch run needs, resolved (no defaults left to guess).
 
     ``ops``: the ops to run, after ``--shard`` and the dismiss list, in order;
@@ -80,18 +81,9 @@ class BatchConfig:
     targets: dict[str, Any]
     dismissed: dict[str, str] = field(default_factory=dict)
     op_dtypes: dict[str, list[str]] = field(default_factory=dict)
-    timer: str = "auto"
-    dtypes: list[str] | None = None
-    shape_mode: str = "upstream"
-    level: str = "core"
-    use_flagtune: str = "0"
-    use_flagtune_cost_model: str = "0"
-    timeout: float | None = 1800.0
-    grace: float = 10.0
     retries: int = 2
     steal: bool = True
     fatal_threshold: int = 3
-    extra_args: list[str] = field(default_factory=list)
     shard: tuple[int, int] | None = None
     ops_source: str = "suite"
     replay_of: str | None = None
@@ -108,18 +100,10 @@ class BatchConfig:
             "suite_root": str(self.suite.root),
             "python": self.suite.python,
             "devices": list(self.devices),
-            "timer": self.timer,
-            "dtypes": self.dtypes,
-            "shape_mode": self.shape_mode,
-            "level": self.level,
-            "use_flagtune": self.use_flagtune,
-            "use_flagtune_cost_model": self.use_flagtune_cost_model,
-            "timeout": self.timeout,
-            "grace": self.grace,
+            **self.measure_settings(),
             "retries": self.retries,
             "steal": self.steal,
             "fatal_threshold": self.fatal_threshold,
-            "extra_args": list(self.extra_args),
             "shard": f"{self.shard[0]}/{self.shard[1]}" if self.shard else None,
             "ops_source": self.ops_source,
             "ops": list(self.all_ops if self.all_ops is not None else self.ops),
@@ -208,15 +192,7 @@ class BatchRunner:
             suite=c.suite,
             backend=c.backend,
             device=device,
-            timer=c.timer,
-            dtypes=list(dtypes) if dtypes else None,
-            shape_mode=c.shape_mode,
-            level=c.level,
-            use_flagtune=c.use_flagtune,
-            use_flagtune_cost_model=c.use_flagtune_cost_model,
-            timeout=c.timeout,
-            grace=c.grace,
-            extra_args=list(c.extra_args),
+            **{**c.measure_settings(), "dtypes": list(dtypes) if dtypes else None},
             env={MARK_ENV: str(self.journal.root)},  # lets a restarted runner find leftovers
         )
 
