@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 
 import pytest
 
 from opscreen.cli import main
 from opscreen.errors import UsageError
-from opscreen.results.compare import Verdict, check_caliber, compare_summaries, parse_allow
+from opscreen.results.compare import Verdict, aa_floors, check_caliber, compare_summaries, parse_allow
 from opscreen.results.summary import COLUMNS, OpSummary, Summary, build_summary
 from opscreen.results.synth import DEFAULT_CALIBER, make_run
 
@@ -185,6 +186,45 @@ def test_noise_aware_verdicts():
     # lib_ms metric uses the library's noise only and latency ratio A/B
     r = _one({"lib_ms": 1.0, "speedup": 1.0, "lib_rsd": 0.001}, {"lib_ms": 1.1, "speedup": 1.0, "lib_rsd": 0.001}, metric="lib_ms")
     assert r.verdict == Verdict.SLOWER and r.change == pytest.approx(1 / 1.1 - 1)
+
+
+def _aa_report(path, worst: dict):
+    ops = {op: {"group": "main", "speedup_delta": {"n": 10, "median": w / 4, "p90": w / 2, "max": w}}
+           for op, w in worst.items()}
+    path.write_text(json.dumps({"schema": "opscreen.bench.timing_aa/1", "ops": ops}))
+    return path
+
+
+def test_aa_floor_keeps_between_process_drift_same(tmp_path):
+    floors = aa_floors([_aa_report(tmp_path / "aa1.json", {"op": 0.05, "other": 0.5}),
+                        _aa_report(tmp_path / "aa2.json", {"op": 0.08})])
+    assert floors["op"] == pytest.approx(math.log1p(0.08))  # the largest over all reports
+    quiet = {"torch_rsd": 0.0002, "lib_rsd": 0.0002}
+    # 6% slower with 0.02% noise per run: a regression by the samples alone ...
+    r = _one({"speedup": 1.0, **quiet}, {"speedup": 0.94, **quiet})
+    assert r.verdict == Verdict.SLOWER
+    # ... but within the 8% this op drifted between two identical processes
+    r = _one({"speedup": 1.0, **quiet}, {"speedup": 0.94, **quiet}, floors=floors)
+    assert r.verdict == Verdict.SAME and r.basis == "noise+aa" and r.band == pytest.approx(math.log1p(0.08))
+    r = _one({"speedup": 1.0, **quiet}, {"speedup": 0.90, **quiet}, floors=floors)
+    assert r.verdict == Verdict.SLOWER
+    # rows without noise: the floor widens the threshold too; ops the A/A lacks keep theirs
+    r = _one({"speedup": 1.0}, {"speedup": 0.94}, floors=floors)
+    assert r.verdict == Verdict.SAME and r.basis == "threshold+aa"
+    r = _one({"speedup": 1.0}, {"speedup": 0.94}, floors={"not_this_op": 1.0})
+    assert r.verdict == Verdict.SLOWER and r.basis == "threshold"
+
+
+def test_aa_option_end_to_end_and_a_bad_report(runs, tmp_path, capsys):
+    a, b = runs("a"), runs("b")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"schema": "something else"}))
+    assert main(["compare", str(a), str(b), "--aa", str(bad)]) == 2
+    assert "not an A/A report" in capsys.readouterr().err
+    assert not (a / "summary.json").exists()  # refused before anything was written
+    good = _aa_report(tmp_path / "aa.json", {"op000": 0.1})
+    assert main(["compare", str(a), str(b), "--aa", str(good)]) == 0
+    assert "A/A drift of 1 ops" in capsys.readouterr().out
 
 
 def test_row_presence_verdicts():

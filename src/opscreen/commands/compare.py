@@ -11,6 +11,7 @@ from ..results.compare import (
     DEFAULT_MIN_CHANGE,
     DEFAULT_THRESHOLD,
     MUST_MATCH,
+    aa_floors,
     check_caliber,
     compare_summaries,
     format_comparison,
@@ -55,6 +56,9 @@ def add_arguments(p) -> None:
                    help="rows with recorded noise: same when within K x sqrt(noise_A^2 + noise_B^2) (default 2)")
     p.add_argument("--min-change", default=str(DEFAULT_MIN_CHANGE * 100), metavar="PCT",
                    help="noise-aware rows: never call a change below PCT faster/slower (default 0.5)")
+    p.add_argument("--aa", action="append", default=[], metavar="FILE",
+                   help="A/A report(s) of bench/timing_aa.py: a row of an op it measured is 'same' within that op's "
+                        "largest drift between identical runs (repeatable)")
     p.add_argument("--metric", choices=("speedup", "lib_ms"), default="speedup",
                    help="compare the speedup over torch (default; fair across devices) or the library's latency")
     p.add_argument("--fail-on", metavar="PCT", help="exit 1 when a row is slower by at least PCT (or broke)")
@@ -68,13 +72,15 @@ def run(args) -> int:
     threshold = _pct(args.threshold) / 100.0
     min_change = _pct(args.min_change) / 100.0
     fail_on = _pct(args.fail_on) if args.fail_on is not None else None
+    floors = aa_floors(args.aa) if args.aa else None  # a bad file is refused before any summary is made
     a = ensure_summary(args.a, rebuild=args.rebuild)
     b = ensure_summary(args.b, rebuild=args.rebuild)
     chk = check_caliber(a.caliber, b.caliber, allow)
     if not chk.ok:
         sys.stderr.write(f"opscreen compare: {chk.refusal_text()}\n")
         return 2
-    c = compare_summaries(a, b, metric=args.metric, k=args.noise_k, threshold=threshold, min_change=min_change, check=chk)
+    c = compare_summaries(a, b, metric=args.metric, k=args.noise_k, threshold=threshold, min_change=min_change, check=chk,
+                          floors=floors)
     out = Path(args.out) if args.out else (b.path or Path(args.b)) / "compare.csv"
     c.write_csv(out)
     print(format_comparison(c, top=args.top))

@@ -27,6 +27,10 @@ the default metric ``speedup`` a positive change means B is faster relative to t
   ``min_change`` = :data:`DEFAULT_MIN_CHANGE` (0.5 %: run-to-run drift that a single
   run's samples do not show), else ``faster``/``slower``;
 - otherwise ``same`` when ``|ln(1 + change)| <= threshold`` (default 3 %).
+- with A/A floors (``--aa FILE``, the JSON of ``bench/timing_aa.py``): the band of a row
+  of an op the A/A measured is at least the largest |Δ speedup| that op showed between
+  two identical processes (the samples of one run cannot show that drift). ``basis``
+  then ends in ``+aa``.
 
 Rows not measured in both: ``new`` (only in B), ``gone`` (only in A, the op did not
 fail in B), ``broken`` (measured in A; failed in B, or its op failed/timed out in
@@ -194,7 +198,7 @@ class CompareRow:
     verdict: Verdict
     change: float | None = None  # metric_B / metric_A - 1 (+: B faster)
     band: float | None = None  # the |ln ratio| within which the change is "same"
-    basis: str | None = None  # "noise" | "threshold"
+    basis: str | None = None  # "noise" | "threshold", "+aa" when an A/A floor widened the band
     a_speedup: float | None = None
     b_speedup: float | None = None
     a_lib_ms: float | None = None
@@ -240,6 +244,7 @@ class Comparison:
     k: float = DEFAULT_K
     threshold: float = DEFAULT_THRESHOLD
     min_change: float = DEFAULT_MIN_CHANGE
+    floors: dict[str, float] = field(default_factory=dict)  # op -> A/A floor (|ln ratio|)
 
     def counts(self) -> dict[str, int]:
         out = {v.value: 0 for v in Verdict}
@@ -324,6 +329,29 @@ def _timer(r: list) -> str | None:
     return t if t == l else f"{t or '-'}|{l or '-'}"
 
 
+AA_SCHEMA = "opscreen.bench.timing_aa/1"
+
+
+def aa_floors(paths: Iterable[str | Path]) -> dict[str, float]:
+    """op -> the largest |Δ speedup| (a fraction) between identical runs in the given
+    A/A reports (``bench/timing_aa.py --out``); several files: the largest of all."""
+    import json
+
+    floors: dict[str, float] = {}
+    for p in paths:
+        try:
+            data = json.loads(Path(p).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"--aa {p}: cannot read an A/A report ({exc.__class__.__name__}: {exc})") from None
+        if not isinstance(data, dict) or data.get("schema") != AA_SCHEMA:
+            raise UsageError(f"--aa {p}: not an A/A report of bench/timing_aa.py (schema {AA_SCHEMA})")
+        for op, entry in (data.get("ops") or {}).items():
+            worst = ((entry or {}).get("speedup_delta") or {}).get("max")
+            if isinstance(worst, (int, float)) and worst >= 0:
+                floors[op] = max(floors.get(op, 0.0), math.log1p(worst))
+    return floors
+
+
 def compare_summaries(
     a: Summary,
     b: Summary,
@@ -334,6 +362,7 @@ def compare_summaries(
     threshold: float = DEFAULT_THRESHOLD,
     min_change: float = DEFAULT_MIN_CHANGE,
     check: CaliberCheck | None = None,
+    floors: dict[str, float] | None = None,
 ) -> Comparison:
     """Join two summaries row by row (the caliber check is the caller's to act on)."""
     if metric not in ("speedup", "lib_ms"):
@@ -370,6 +399,10 @@ def compare_summaries(
                 else:
                     cr.band = threshold
                     cr.basis = "threshold"
+                floor = (floors or {}).get(cr.op)
+                if floor is not None and floor > cr.band:
+                    cr.band = floor
+                    cr.basis += "+aa"
                 lr = math.log(ratio)
                 cr.verdict = Verdict.SAME if abs(lr) <= cr.band + 1e-12 else (Verdict.FASTER if lr > 0 else Verdict.SLOWER)
             elif a_ok:
@@ -391,7 +424,8 @@ def compare_summaries(
         if ra[ist] == "ok" and st is not None and st not in ("passed",):
             cr.verdict = Verdict.BROKEN  # the op failed, timed out or was not run in B
         out.append(cr)
-    return Comparison(a=a, b=b, check=chk, rows=out, metric=metric, k=k, threshold=threshold, min_change=min_change)
+    return Comparison(a=a, b=b, check=chk, rows=out, metric=metric, k=k, threshold=threshold, min_change=min_change,
+                      floors=dict(floors or {}))
 
 
 # ---------------------------------------------------------------- text report
@@ -435,6 +469,7 @@ def format_comparison(c: Comparison, *, top: int = 10, ops_top: int = 10) -> str
     L.append(
         f"verdict rule ({c.metric}): same when |change| is within max({c.k:g} x combined noise, {c.min_change * 100:g}%) "
         f"where both rows carry noise, else within {c.threshold * 100:g}%"
+        + (f"; at least the A/A drift of {len(c.floors)} ops (--aa)" if c.floors else "")
     )
     g = c.geomean_ratio()
     ga, gb = a.geomeans()["overall"], b.geomeans()["overall"]
