@@ -25,6 +25,7 @@ import sys
 import pytest
 
 from . import config as _config
+from .timed import TAG_NAMES, tags_of
 
 RECORD_LOGGER = "flag_gems_benchmark"
 _PATCHED: set = set()
@@ -124,17 +125,13 @@ def format_result(res) -> str:
 
 
 def row_tags(m) -> dict:
-    b, lib = m.latency_base, m.latency
-    return {
-        "timer_base": _tag(b, "timer"),
-        "timer": _tag(lib, "timer"),
-        "samples_base": _tag(b, "samples"),
-        "samples": _tag(lib, "samples"),
-        "rsd_base": _tag(b, "rsd"),
-        "rsd": _tag(lib, "rsd"),
-        "calls_base": _tag(b, "calls"),
-        "calls": _tag(lib, "calls"),
-    }
+    """The tags of a result row, torch's side as ``<tag>_base`` before the library's."""
+    base, lib = tags_of(m.latency_base), tags_of(m.latency)
+    out: dict = {}
+    for key in TAG_NAMES:
+        out[f"{key}_base"] = base[key]
+        out[key] = lib[key]
+    return out
 
 
 def patch_consts(mod) -> bool:

@@ -35,6 +35,8 @@ TIMER_WALLCLOCK = "wallclock"
 FALLBACK_PREFIX = "graph-fallback:"
 FALLBACK_PHASES = ("warmup", "capture", "replay")
 TIMER_NAMES = (TIMER_GRAPH, *(FALLBACK_PREFIX + p for p in FALLBACK_PHASES), TIMER_DIRECT, TIMER_WALLCLOCK)
+# The tags a TimedFloat carries, in the order the record log writes them.
+TAG_NAMES = ("timer", "samples", "rsd", "calls")
 
 
 class TimedFloat(float):
@@ -62,7 +64,7 @@ class TimedFloat(float):
         return TimedFloat(float(self), timer, self.samples, self.rsd, self.calls)
 
     def tags(self) -> dict:
-        return {"timer": self.timer, "samples": self.samples, "rsd": self.rsd, "calls": self.calls}
+        return tags_of(self)
 
     def to_dict(self) -> dict:
         return {"value": float(self), **self.tags()}
@@ -70,7 +72,7 @@ class TimedFloat(float):
 
 def tags_of(value: Any) -> dict:
     """``{"timer", "samples", "rsd", "calls"}`` of any value (all None for a plain number or None)."""
-    return {key: getattr(value, key, None) for key in ("timer", "samples", "rsd", "calls")}
+    return {key: getattr(value, key, None) for key in TAG_NAMES}
 
 
 # -- graph provider registry ----------------------------------------------------
