@@ -32,5 +32,13 @@ def test_main_thread_innermost_frame_and_the_suite_frame():
     assert where_stuck(lines) == "make_cubin (nvidia/compiler.py:431)"
 
 
+def test_a_suite_frame_behind_standard_library_frames_is_named_once():
+    dump = ("Current thread 0x00007f0000000003 (most recent call first):\n"
+            '  File "/usr/lib/python3.12/selectors.py", line 415 in select\n'
+            '  File "/suite/benchmark/test_x.py", line 9 in test_x\n'
+            '  File "<frozen runpy>", line 198 in _run_module_as_main\n')
+    assert where_stuck(dump.splitlines(True), "/suite") == "test_x (benchmark/test_x.py:9)"
+
+
 def test_no_dump_no_answer():
     assert where_stuck(["SUCCESS 1.0 2.0\n", "  File \"x.py\", line 3 in f\n"]) is None

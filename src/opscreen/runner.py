@@ -251,11 +251,12 @@ def where_stuck(lines, suite_root: str | Path | None = None) -> str | None:
     def stdlib(path: str) -> bool:  # ast.py, threading.py, <frozen runpy>: not telling
         return path.startswith("<") or ("/lib/python" in path and "-packages/" not in path)
 
-    where = fmt(next((f for f in main if not stdlib(f[0])), main[0]))
+    innermost = next((f for f in main if not stdlib(f[0])), main[0])
+    where = fmt(innermost)
     root = str(suite_root) if suite_root else None
     if root:
         inside = next((f for f in main if f[0].startswith(root)), None)
-        if inside is not None and inside != main[0]:
+        if inside is not None and inside != innermost:
             where += f", from {fmt(inside)}"
     return where
 
