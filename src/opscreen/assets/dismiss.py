@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import UsageError
+from ..errors import UsageError, read_input
 
 __all__ = ["DismissEntry", "load_dismiss", "FIELDS"]
 
@@ -88,10 +88,7 @@ def load_dismiss(path: Path, known_ops: set[str] | None = None) -> dict[str, Dis
     import yaml
 
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot read dismiss file {path}: {exc.strerror or exc}") from None
+    text = read_input(path, "dismiss file")
     try:
         data = yaml.load(text, Loader=_loader())  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
-from ..errors import UsageError
+from ..errors import UsageError, read_input
 from ..gitinfo import suite_revision
 from ..procs import run_capture
 from ..providers.markers import BUILTIN_MARKS, FileInfo, op_index, scan_suite, suite_files
@@ -645,10 +645,7 @@ def dump_inventory(inv: Inventory | dict, out: str | os.PathLike | None) -> str:
 def load_inventory_data(path: str | os.PathLike) -> dict:
     """Read an inventory file (YAML or JSON); :class:`UsageError` when it is not one."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot read inventory {p}: {exc.strerror or exc}") from None
+    text = read_input(p, "inventory")
     try:
         if p.suffix == ".json":
             data = json.loads(text)

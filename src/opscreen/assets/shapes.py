@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
+from ..errors import UsageError, read_input
 
 __all__ = [
     "CORE_SHAPES",
@@ -57,10 +57,7 @@ def load_shape_file(path: str | os.PathLike, *, what: str = "shape file") -> dic
     import yaml
 
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot read {what} {p}: {exc.strerror or exc}") from None
+    text = read_input(p, what)
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -45,7 +45,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..errors import UsageError
+from ..errors import UsageError, read_input
 from ._io import csv_text, write_atomic
 from .summary import COL, Summary
 
@@ -340,9 +340,9 @@ def aa_floors(paths: Iterable[str | Path]) -> dict[str, float]:
     floors: dict[str, float] = {}
     for p in paths:
         try:
-            data = json.loads(Path(p).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"--aa {p}: cannot read an A/A report ({exc.__class__.__name__}: {exc})") from None
+            data = json.loads(read_input(p, "A/A report"))
+        except ValueError as exc:
+            raise UsageError(f"--aa {p}: not JSON ({exc})") from None
         if not isinstance(data, dict) or data.get("schema") != AA_SCHEMA:
             raise UsageError(f"--aa {p}: not an A/A report of bench/timing_aa.py (schema {AA_SCHEMA})")
         for op, entry in (data.get("ops") or {}).items():
