@@ -45,3 +45,16 @@ def test_gpu_state_is_none_off_cuda_or_without_nvidia_smi(tmp_path, monkeypatch,
     assert identity.gpu_state({"backend": "cpu"}) is None
     monkeypatch.setenv("PATH", fake_smi(tmp_path, "exit 9\n"))
     assert identity.gpu_state({"backend": "cuda"}) is None
+
+
+def test_identity_takes_state_and_driver_from_one_nvidia_smi_call(tmp_path, monkeypatch, probe_uuid):
+    calls = tmp_path / "calls"
+    body = (f'echo x >> {calls}\n'
+            'case "$*" in *driver_version*) echo "580.159.04, 1980, 1980, 3201, 41, 118.5, P0, 0x0";; '
+            '*) echo "1980, 1980, 3201, 41, 118.5, P0, 0x0";; esac\n')
+    monkeypatch.setenv("PATH", fake_smi(tmp_path, body))
+    ident = identity.build({"backend": "cuda"})
+    assert ident["driver_version"] == "580.159.04"
+    assert ident["gpu_state"]["start"]["clocks.mem"] == "3201"
+    assert "driver_version" not in ident["gpu_state"]["start"]
+    assert len(calls.read_text().split()) == 1

@@ -113,12 +113,13 @@ GPU_STATE_FIELDS = ("clocks.sm", "clocks.max.sm", "clocks.mem", "temperature.gpu
                     "clocks_throttle_reasons.active")
 
 
-def gpu_state(cfg: dict):
+def gpu_state(cfg: dict, with_driver: bool = False):
     """Clocks, temperature and power of the device now (CUDA only; None elsewhere or
-    when nvidia-smi cannot say)."""
+    when nvidia-smi cannot say); ``with_driver`` adds ``driver_version`` to the same
+    nvidia-smi call."""
     if cfg.get("backend") != "cuda":
         return None
-    fields = list(GPU_STATE_FIELDS)
+    fields = (["driver_version"] if with_driver else []) + list(GPU_STATE_FIELDS)
     for _ in range(2):
         line = _cli_line(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits",
                           "-i", smi_selector()])
@@ -147,6 +148,8 @@ def build(cfg: dict) -> dict:
 
     runtime = PROBE.get("runtime") or {}
     runtime_version = runtime.get("hip") or runtime.get("cuda")
+    start = gpu_state(cfg, with_driver=True)  # one nvidia-smi call for the state and the driver
+    driver = start.pop("driver_version", None) if start else driver_version(cfg)
     ident = {
         "schema": SCHEMA,
         "kind": "op",
@@ -163,7 +166,7 @@ def build(cfg: dict) -> dict:
         "device_count": PROBE.get("device_count"),
         "compute_capability": PROBE.get("compute_capability"),
         "l2_cache_size": PROBE.get("l2_cache_size"),
-        "driver_version": driver_version(cfg),
+        "driver_version": driver,
         "runtime_version": runtime_version,
         "torch_version": PROBE.get("torch_version") or _module_version("torch"),
         "triton_version": _dist_version("triton"),
@@ -184,7 +187,7 @@ def build(cfg: dict) -> dict:
         "use_flagtune": cfg.get("use_flagtune"),
         "use_flagtune_cost_model": cfg.get("use_flagtune_cost_model"),
         "tuning_caches_at_start": dict(_CACHES_AT_START),
-        "gpu_state": {"start": gpu_state(cfg), "end": None},
+        "gpu_state": {"start": start, "end": None},
         "host": socket.gethostname(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
