@@ -202,20 +202,24 @@ def relocate_record_log(dest: str) -> None:
         logger.addHandler(nh)
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_configure(config):
+def _take_over() -> None:
+    """Patch the suite's result class and move its record log into the output dir.
+    Done at configure and again at session start: the suite's conftest may set up
+    its record logger in either."""
     cfg = _config.load()
     _patch_loaded()
     if cfg.get("record_log_path"):
         relocate_record_log(cfg["record_log_path"])
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config):
+    _take_over()
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionstart(session):
-    cfg = _config.load()
-    _patch_loaded()
-    if cfg.get("record_log_path"):
-        relocate_record_log(cfg["record_log_path"])
+    _take_over()
 
 
 def pytest_collection_finish(session):
