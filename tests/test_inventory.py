@@ -194,6 +194,15 @@ def test_git_identity(tmp_path, monkeypatch):
     assert suite_revision(inner)["commit"] is None
 
 
+def test_portable_inventory_names_no_machine_path(tmp_path):
+    inv = build_inventory([A], collect=False, cache_dir=tmp_path)
+    here = inventory_dict(inv)["checkouts"][0]
+    assert here["path"] == str(A.resolve()) and here["python"] == sys.executable
+    portable = inventory_dict(inv, portable=True)["checkouts"][0]
+    assert portable["path"] == A.name and portable["python"] == Path(sys.executable).name
+    assert inventory_dict(inv, portable=True)["ops"] == inventory_dict(inv)["ops"]
+
+
 def test_resolve_suite_root(tmp_path):
     assert inv_mod.resolve_suite_root(A / "benchmark") == A.resolve()
     with pytest.raises(UsageError, match="does not exist"):

@@ -28,7 +28,7 @@ W=/tmp/h200; mkdir -p "$W" "$OUT"
 left() { echo $(( ${BUDGET:-520} - SECONDS )); }
 case "$step" in
   inventory)
-    timeout -s INT "$(left)" python3 -m opscreen inventory --suite "$FLAGGEMS_ROOT" --env GEMS_VENDOR=nvidia \
+    timeout -s INT "$(left)" python3 -m opscreen inventory --suite "$FLAGGEMS_ROOT" --env GEMS_VENDOR=nvidia --portable \
         --jobs 12 --batch 40 --timeout 400 --out "$W/flaggems-inventory.yaml" 2>&1 | tail -5
     ;;
   mm)
@@ -72,7 +72,7 @@ case "$step" in
     lane 2 mm env TRITON_CACHE_AUTOTUNING=1 "${aa[@]}" --timeout 500 --ops mm --fallback-ops ''
     lane 3 fallback "${aa[@]}" --ops '' --fallback-ops mode,masked_select,isin,unique_consecutive,nonzero,bincount
     ( CUDA_VISIBLE_DEVICES=$(( 3 % n )) timeout -s INT "$B" python3 -m opscreen inventory --suite "$FLAGGEMS_ROOT" \
-        --env GEMS_VENDOR=nvidia --jobs 12 --batch 40 --timeout 300 --out "$W/flaggems-inventory.yaml" \
+        --env GEMS_VENDOR=nvidia --jobs 12 --batch 40 --timeout 300 --portable --out "$W/flaggems-inventory.yaml" \
         > "$W/inventory.txt" 2>&1; echo "inventory rc=$?" >> "$W/inventory.txt" ) &
     wait
     for f in aa aa-pinned mm fallback; do echo "== $f"; tail -22 "$W/$f.txt"; done
@@ -104,7 +104,7 @@ case "$step" in
       i=$(( i + 1 ))
     done
     ( CUDA_VISIBLE_DEVICES=$(( 3 % n )) timeout -s INT "$B" python3 -m opscreen inventory --suite "$FLAGGEMS_ROOT" \
-        --env GEMS_VENDOR=nvidia --jobs 8 --batch 40 --timeout 300 --out "$W/flaggems-inventory.yaml" \
+        --env GEMS_VENDOR=nvidia --jobs 8 --batch 40 --timeout 300 --portable --out "$W/flaggems-inventory.yaml" \
         > "$W/inventory.txt" 2>&1; echo "inventory rc=$?" >> "$W/inventory.txt" ) &
     wait
     cat "$W/split.txt"

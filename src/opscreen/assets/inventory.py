@@ -479,7 +479,7 @@ def _one_or_list(values: Iterable[str | None]) -> str | list[str] | None:
     return distinct[0] if len(distinct) == 1 else distinct
 
 
-def inventory_dict(inv: Inventory) -> dict:
+def inventory_dict(inv: Inventory, portable: bool = False) -> dict:
     """The inventory as plain data, in the order it is written."""
     per_op: dict[str, dict] = {}
     confirmed_all: dict[str, dict[str, bool]] = {}
@@ -530,11 +530,13 @@ def inventory_dict(inv: Inventory) -> dict:
         unmarked = [f"{f.path}::{t.name}" for f in co.files for t in f.tests if not t.markers]
         entry: dict = {
             "name": co.name,
-            "path": str(co.root),
+            # portable: no machine paths in an inventory kept as data (the folder's and the
+            # interpreter's names only)
+            "path": co.root.name if portable else str(co.root),
             "commit": co.commit,
             "dirty": co.dirty,
             "commit_source": co.commit_source,
-            "python": co.python,
+            "python": os.path.basename(co.python) if portable else co.python,
             "files": len(co.files),
             "tests": sum(len(f.tests) for f in co.files),
             "ops": len(op_index(co.files)),

@@ -60,6 +60,9 @@ def add_arguments(p) -> None:
         help="collect with a stand-in for this top-level module (e.g. flag_gems on a machine "
         "without its device); the inventory says so (repeatable)",
     )
+    p.add_argument("--portable", action="store_true",
+                   help="record each checkout's folder name and the interpreter's file name instead of their "
+                        "paths on this machine (for an inventory committed as data)")
     p.add_argument("--cache-dir", metavar="DIR", help="scan cache (default $OPSCREEN_CACHE_DIR or ~/.cache/opscreen)")
     p.add_argument("-v", "--verbose", action="store_true", help="print each file's collection result on stderr")
 
@@ -110,7 +113,7 @@ def run(args) -> int:
         progress=progress,
         stubs=_parse_stubs(args.stub),
     )
-    data = inventory_dict(inv)
+    data = inventory_dict(inv, portable=args.portable)
     text = dump_inventory(data, args.out)
     if args.out is None:
         sys.stdout.write(text)
