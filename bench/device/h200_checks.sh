@@ -12,13 +12,14 @@
 #   bash bench/device/h200_checks.sh mm-split    # 4 GPUs: mm split by test and dtype, test_mm A/A, inventory
 #   bash bench/device/h200_checks.sh l2          # 4 GPUs: A/A with L2 flush, with flush >= 50 us, default; mm fp32 stack
 #   bash bench/device/h200_checks.sh repeats     # one op per GPU, 6 runs: median of 3 processes vs median of 3
+#   bash bench/device/h200_checks.sh placement   # bench/placement.py on GPU 0 (torch and FlagGems), repeats on GPU 1
 #
 # The FlagGems copy is an archive of ed2508b (not a checkout): OPSCREEN_SUITE_COMMIT declares it.
 #
 # Everything lands in $OUT (the device tool brings back at most 8 files, so each step
 # leaves one tarball and prints its figures last). Budget each step under 9 minutes.
 set -u
-step="${1:?usage: h200_checks.sh inventory|mm|fallback|aa|screen|lanes|mm-split|l2|repeats}"
+step="${1:?usage: h200_checks.sh inventory|mm|fallback|aa|screen|lanes|mm-split|l2|repeats|placement}"
 cd "$(dirname "$0")/../.."
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH="/tmp/site:$PWD/src" FLAGGEMS_ROOT="$PWD/.fg/FlagGems" PYTHONUNBUFFERED=1
@@ -151,6 +152,23 @@ case "$step" in
     done
     wait
     for f in "$W"/rep-*.txt; do echo "== $f"; tail -8 "$f"; done
+    ;;
+  placement)
+    # Is the between-process spread where the memory lies? (bench/placement.py) On the
+    # last GPU meanwhile: layer_norm, six processes, median of 3 against median of 3.
+    n=$(nvidia-smi -L | wc -l); B=$(( ${BUDGET:-540} - 20 ))
+    ( export TRITON_CACHE_DIR=/tmp/tc-rep FLAGGEMS_CACHE_DIR=/tmp/fc-rep
+      python3 bench/timing_aa.py --suite "$FLAGGEMS_ROOT" --ops layer_norm --fallback-ops '' --runs 6 --split-median \
+          --timeout 200 --deadline "$B" --device $(( n - 1 )) --out "$W/rep-layer_norm.json" --work /tmp/w-rep \
+          > "$W/rep-layer_norm.txt" 2>&1 ) &
+    ( export CUDA_VISIBLE_DEVICES=0 PYTHONPATH="$PYTHONPATH:$FLAGGEMS_ROOT/src" TRITON_CACHE_DIR=/tmp/tc-pl
+      for spec in "layer_norm torch" "layer_norm gems" "softmax torch" "sum torch" "abs torch"; do
+        set -- $spec
+        [ "$(left)" -lt 60 ] && { echo "$1 $2: skipped (time)"; continue; }
+        timeout "$(left)" python3 bench/placement.py --op "$1" --impl "$2" --runs 4 --out "$W/pl-$1-$2.json"
+      done > "$W/placement.txt" 2>&1 ) &
+    wait
+    cat "$W/placement.txt"; echo "== repeats"; tail -12 "$W/rep-layer_norm.txt"
     ;;
   *) echo "unknown step $step" >&2; exit 2 ;;
 esac

@@ -18,6 +18,7 @@ class MeasureSettings:
     timeout: float | None = 1800.0
     grace: float = 10.0
     extra_args: list[str] = field(default_factory=list)
+    repeats: int = 1  # processes per op; >1 merges their medians (repeats.py)
 
     def measure_settings(self) -> dict:
         """These settings as a dict of copies (JSON-ready: strings, numbers, lists)."""

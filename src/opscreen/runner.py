@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import threading
@@ -32,6 +33,7 @@ from .fsio import atomic_write_json
 from .measure import MeasureSettings
 from .plan import planned_timer, plugin_plan, pytest_args
 from .procs import run_streaming
+from .repeats import REPEAT_DIR, run_repeated
 from .providers.flaggems import NodeSpec, Suite
 
 OWNED_FILES = ("run.log", "record.log", "result.json", "run_identity.json", "child_config.json", "shapes.merged.yaml")
@@ -298,7 +300,26 @@ def run_op(
     stop: threading.Event | None = None,
     echo: Callable[[str], None] | None = None,
 ) -> OpOutcome:
-    # What can be refused is checked before anything is written.
+    """Run one op: one child process, or ``req.repeats`` of them merged (repeats.py)."""
+    planned_timer(req.backend, req.timer)  # what can be refused is checked before anything is written
+    planned_timing(req.backend)
+    out_dir = Path(out_dir).resolve()
+    stale = out_dir / REPEAT_DIR
+    if stale.is_dir():  # an earlier run's repeats in the same folder
+        shutil.rmtree(stale, ignore_errors=True)
+    if int(req.repeats) > 1:
+        return run_repeated(req, out_dir, run_once, stop=stop, echo=echo)
+    return run_once(req, out_dir, stop=stop, echo=echo)
+
+
+def run_once(
+    req: OpRequest,
+    out_dir: Path,
+    *,
+    stop: threading.Event | None = None,
+    echo: Callable[[str], None] | None = None,
+) -> OpOutcome:
+    """One child process for ``req`` writing its files into ``out_dir``."""
     timer = planned_timer(req.backend, req.timer)
     caps = req.backend.capabilities
     timing = planned_timing(req.backend)
@@ -332,6 +353,7 @@ def run_op(
         "timer": timer,
         "timer_requested": req.timer,
         "timing": timing,
+        "repeats": int(req.repeats),
         "level": req.level,
         "dtypes": req.dtypes,
         "shape_mode": req.shape_mode,

@@ -63,6 +63,7 @@ CALIBER_SETTINGS = (
     "use_flagtune_cost_model",
     "suite_root",
     "extra_args",
+    "repeats",
 )
 
 

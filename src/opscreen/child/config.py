@@ -113,6 +113,7 @@ def caliber(settings: dict, device_name: Any = None) -> dict:
         "device_name": device_name,
         "suite_commit": settings.get("suite_commit"),
         "timing": settings.get("timing") or {},
+        "repeats": int(settings.get("repeats") or 1),
     }
 
 

@@ -16,6 +16,7 @@ from ..backends import resolve, select
 from ..errors import UsageError
 from ..plan import TIMERS
 from ..providers.flaggems import NodeSpec, Suite, parse_dtypes, safe_dir_name
+from ..repeats import validate_repeats
 from ..runner import SHAPE_MODES, OpRequest, run_op, validate_flag01
 from ._common import add_backend_arguments
 
@@ -40,6 +41,8 @@ def add_arguments(p) -> None:
     p.add_argument("--use-flagtune-cost-model", choices=("0", "1"), help="USE_FLAGTUNE_COST_MODEL (default env, else 0)")
     p.add_argument("--timeout", type=float, help="seconds before the whole process group is killed (default 1800)")
     p.add_argument("--grace", type=float, help="seconds between SIGTERM and SIGKILL (default 10)")
+    p.add_argument("--repeats", help="processes to run the op in, each fresh; >1 records per-case medians and the "
+                   "spread between processes (default 1; docs/timing.md)")
     p.add_argument("--out", help="output directory (default runs/op/<op>)")
     p.add_argument("--replay-from", help="an earlier op output dir: run again with its recorded settings (default $REPLAY_FROM)")
     p.add_argument("pytest_args", nargs="*", help="extra pytest arguments after --, e.g. -- --warmup 25 --iter 100")
@@ -130,6 +133,7 @@ def build_request(args) -> OpRequest:
         timeout=timeout,
         grace=args.grace if args.grace is not None else rp.get("grace", 10.0),
         extra_args=extra,
+        repeats=validate_repeats(args.repeats if args.repeats is not None else rp.get("repeats", 1)),
         color=sys.stdout.isatty() and not _env("NO_COLOR"),
     )
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..plan import TIMERS, planned_timer
+from ..repeats import validate_repeats
 from ._common import add_backend_arguments
 
 NAME = "run"
@@ -46,6 +47,7 @@ DEFAULTS = {
     "steal": True,
     "fatal_threshold": 3,
     "extra_args": [],
+    "repeats": 1,
 }
 CPU_ALL_SLOTS = 2
 
@@ -68,6 +70,8 @@ def add_arguments(p) -> None:
     p.add_argument("--out", help="run directory (default runs/run-<UTC time>); an existing one is resumed")
     p.add_argument("--timeout", type=float, help="seconds per op attempt before its process group is killed (default 1800)")
     p.add_argument("--grace", type=float, help="seconds between SIGTERM and SIGKILL of a child group (default 10)")
+    p.add_argument("--repeats", help="processes per op, each fresh; >1 records per-case medians and the spread "
+                   "between processes (default 1; docs/timing.md)")
     p.add_argument("--retries", type=int, help="extra attempts for a failed op, in fresh processes (default 2)")
     p.add_argument("--fatal-threshold", type=int, help="device-fatal exits in a row (distinct ops) that mark a device bad (default 3; 0: never)")
     p.add_argument("--dtypes", help="comma-separated dtypes passed to the suite (default: each op's own)")
@@ -264,6 +268,8 @@ def _explicit(args) -> dict:
         if args.grace < 0:
             raise UsageError("--grace must be >= 0")
         ex["grace"] = args.grace
+    if args.repeats is not None:
+        ex["repeats"] = validate_repeats(args.repeats)
     if args.retries is not None:
         if args.retries < 0:
             raise UsageError("--retries must be >= 0")
@@ -433,6 +439,7 @@ def run(args) -> int:
         steal=bool(pick("steal")),
         fatal_threshold=int(pick("fatal_threshold")),
         extra_args=list(pick("extra_args") or []),
+        repeats=int(pick("repeats")),
         shard=shard,
         ops_source=source,
         replay_of=str(replay_dir) if replay_dir else None,

@@ -27,6 +27,9 @@ the default metric ``speedup`` a positive change means B is faster relative to t
   ``min_change`` = :data:`DEFAULT_MIN_CHANGE` (0.5 %: run-to-run drift that a single
   run's samples do not show), else ``faster``/``slower``;
 - otherwise ``same`` when ``|ln(1 + change)| <= threshold`` (default 3 %).
+- rows merged from several processes (``--repeats``) carry their between-process
+  spread (max / min - 1, ``speedup_spread`` or ``lib_spread``): the band is at least the
+  wider of the two runs' spreads; ``basis`` then ends in ``+spread``.
 - with A/A floors (``--aa FILE``, the JSON of ``bench/timing_aa.py``): the band of a row
   of an op the A/A measured is at least the largest |Δ speedup| that op showed between
   two identical processes (the samples of one run cannot show that drift). ``basis``
@@ -66,7 +69,7 @@ __all__ = [
 
 MUST_MATCH = ("timer", "use_flagtune", "use_flagtune_cost_model", "shape_mode", "level")
 AXIS_FIELDS = ("suite_commit", "device_name", "backend", "vendor")
-INFO_FIELDS = ("dtypes", "timing")
+INFO_FIELDS = ("dtypes", "timing", "repeats")
 DEFAULT_K = 2.0
 DEFAULT_THRESHOLD = 0.03
 DEFAULT_MIN_CHANGE = 0.005
@@ -322,6 +325,15 @@ def _noise(t_rsd: Any, l_rsd: Any, metric: str) -> float | None:
     return math.sqrt(float(t_rsd) ** 2 + float(l_rsd) ** 2)
 
 
+def _spread_band(ra: list, rb: list, metric: str) -> float | None:
+    """The widest between-process spread either run recorded for this row (``--repeats``),
+    as |ln ratio|: a median of N processes can sit anywhere in that range, so a change
+    inside it is not told from the drift between processes."""
+    col = COL["speedup_spread" if metric == "speedup" else "lib_spread"]
+    vals = [r[col] for r in (ra, rb) if r[col] is not None and r[col] >= 0]
+    return math.log1p(max(vals)) if vals else None
+
+
 def _timer(r: list) -> str | None:
     t, l = r[COL["torch_timer"]], r[COL["lib_timer"]]
     if t is None and l is None:
@@ -403,6 +415,10 @@ def compare_summaries(
                 if floor is not None and floor > cr.band:
                     cr.band = floor
                     cr.basis += "+aa"
+                spread = _spread_band(ra, rb, metric)
+                if spread is not None and spread > cr.band:
+                    cr.band = spread
+                    cr.basis += "+spread"
                 lr = math.log(ratio)
                 cr.verdict = Verdict.SAME if abs(lr) <= cr.band + 1e-12 else (Verdict.FASTER if lr > 0 else Verdict.SLOWER)
             elif a_ok:
@@ -466,10 +482,12 @@ def format_comparison(c: Comparison, *, top: int = 10, ops_top: int = 10) -> str
         f"rows: {len(c.rows)}; measured in both {both}: slower {cnt['slower']}, faster {cnt['faster']}, same {cnt['same']}; "
         f"broken {cnt['broken']}, fixed {cnt['fixed']}, gone {cnt['gone']}, new {cnt['new']}, failed in both {cnt['failed']}"
     )
+    spread = sum(1 for r in c.rows if r.basis and r.basis.endswith("+spread"))
     L.append(
         f"verdict rule ({c.metric}): same when |change| is within max({c.k:g} x combined noise, {c.min_change * 100:g}%) "
         f"where both rows carry noise, else within {c.threshold * 100:g}%"
         + (f"; at least the A/A drift of {len(c.floors)} ops (--aa)" if c.floors else "")
+        + (f"; at least the spread between processes (--repeats; it widened {spread} rows)" if spread else "")
     )
     g = c.geomean_ratio()
     ga, gb = a.geomeans()["overall"], b.geomeans()["overall"]

@@ -42,6 +42,7 @@ __all__ = [
     "parse_run_log_text",
     "parse_record_log",
     "parse_record_log_text",
+    "record_entries",
     "parse_record_json",
     "parse_file",
     "merge_rows",
@@ -98,6 +99,10 @@ class CaseRow:
     lib_samples: int | None = None
     torch_rsd: float | None = None
     lib_rsd: float | None = None
+    repeats: int | None = None  # processes merged into this row (--repeats)
+    torch_spread: float | None = None  # max/min - 1 between those processes
+    lib_spread: float | None = None
+    speedup_spread: float | None = None
     mode: str | None = None
     level: str | None = None
     error: str | None = None
@@ -564,6 +569,10 @@ def _row_from_record(entry: dict, r: dict, occ: _Occurrences, source: str) -> Ca
         lib_samples=_int(r.get("samples")),
         torch_rsd=_finite(r.get("rsd_base")),
         lib_rsd=_finite(r.get("rsd")),
+        repeats=_int(r.get("repeats")),
+        torch_spread=_finite(r.get("spread_base")),
+        lib_spread=_finite(r.get("spread")),
+        speedup_spread=_finite(r.get("speedup_spread")),
         mode=entry.get("mode"),
         level=entry.get("level"),
         error=str(err) if err else None,
@@ -584,13 +593,14 @@ def _rows_from_entries(entries: Iterable[Any], res: ParsedLog, occ: _Occurrences
                 res.rows.append(row)
 
 
-def parse_record_log_text(text: str, source: str = "record.log") -> ParsedLog:
-    """Parse ``[INFO] {json}`` lines; a cut-off last line sets ``truncated``."""
-    res = ParsedLog(source=source)
-    occ = _Occurrences()
+def record_entries(text: str) -> tuple[list[Any], bool, int]:
+    """The JSON entries of a record log's ``[INFO] {json}`` lines, in file order, each
+    once (two log handlers can write the same entry), with ``truncated`` (a cut-off
+    last line) and the number of other lines that held no valid JSON."""
     lines = text.split("\n")
     last = len(lines) - 1
     entries = []
+    truncated, bad = False, 0
     seen: set[str] = set()
     for idx, line in enumerate(lines):
         b = line.find("{")
@@ -605,13 +615,20 @@ def parse_record_log_text(text: str, source: str = "record.log") -> ParsedLog:
         try:
             obj = json.loads(body)
         except ValueError:
-            if idx >= last - 1 and not line[b:].rstrip().endswith("}"):
-                res.truncated = True
+            if idx >= last - 1 and not body.endswith("}"):
+                truncated = True
             else:
-                res.bad_lines += 1
+                bad += 1
             continue
         entries.append(obj)
-    _rows_from_entries(entries, res, occ)
+    return entries, truncated, bad
+
+
+def parse_record_log_text(text: str, source: str = "record.log") -> ParsedLog:
+    """Parse ``[INFO] {json}`` lines; a cut-off last line sets ``truncated``."""
+    res = ParsedLog(source=source)
+    entries, res.truncated, res.bad_lines = record_entries(text)
+    _rows_from_entries(entries, res, _Occurrences())
     return res
 
 

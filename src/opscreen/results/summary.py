@@ -28,6 +28,7 @@ from typing import Any, Iterable
 
 from ..errors import UsageError
 from ._io import csv_text, read_json, write_atomic
+from ..repeats import REPEAT_DIR
 from .parse import CaseRow, ParsedLog, merge_rows, parse_record_json, parse_record_log, parse_run_log
 
 __all__ = [
@@ -53,6 +54,7 @@ COLUMNS = [
     "torch_ms", "lib_ms", "speedup", "tflops", "torch_gbps", "lib_gbps",
     "torch_timer", "lib_timer", "torch_samples", "lib_samples", "torch_rsd", "lib_rsd",
     "op_status", "backend", "device", "device_name", "truncated", "source",
+    "repeats", "torch_spread", "lib_spread", "speedup_spread",
 ]  # fmt: skip
 COL = {name: i for i, name in enumerate(COLUMNS)}
 
@@ -252,6 +254,10 @@ def _op_rows(op_dir: Path) -> tuple[list[CaseRow], ParsedLog | None, list[str]]:
         sources.append(rec.source)
         rows = rec.rows
     log = None
+    if rows and (op_dir / REPEAT_DIR).is_dir():
+        # --repeats: the record log holds the merged rows; failures and truncation
+        # come from each repeat's own run.log (the op's run.log is the harness's account)
+        return rows, _repeats_log(op_dir / REPEAT_DIR, rec), sources
     if (op_dir / "run.log").is_file():
         # fast path: the record log has every row with opscreen's fields; read only
         # what surrounds the tables (truncation, failures) unless run.log has more tables
@@ -265,6 +271,25 @@ def _op_rows(op_dir: Path) -> tuple[list[CaseRow], ParsedLog | None, list[str]]:
     if rec is not None and rec.truncated and log is None:
         log = rec
     return rows, log, sources
+
+
+def _repeats_log(folder: Path, rec: ParsedLog) -> ParsedLog:
+    """What the repeats' run logs say around their tables, as one log: failures (each
+    once), a fatal error, truncated when any repeat's log or the merged record was cut."""
+    out = ParsedLog(source=REPEAT_DIR, truncated=rec.truncated, tables=rec.tables)
+    seen = set()
+    subdirs = sorted((d for d in folder.iterdir() if d.is_dir() and d.name.isdigit()), key=lambda d: int(d.name))
+    for d in subdirs:
+        if not (d / "run.log").is_file():
+            continue
+        log = parse_run_log(d / "run.log", rows=False)
+        out.truncated = out.truncated or log.truncated
+        out.fatal = out.fatal or log.fatal
+        for f in log.failures:
+            if (f.node, f.kind, f.reason) not in seen:
+                seen.add((f.node, f.kind, f.reason))
+                out.failures.append(f)
+    return out
 
 
 def _summarize_op(
@@ -333,6 +358,7 @@ def _summarize_op(
             _clean(r.torch_ms), _clean(r.lib_ms), _clean(speedup), _clean(r.tflops), _clean(r.torch_gbps), _clean(r.lib_gbps),
             r.torch_timer, r.lib_timer, r.torch_samples, r.lib_samples, _clean(r.torch_rsd), _clean(r.lib_rsd),
             status, backend, device, device_name, truncated, r.source,
+            r.repeats, _clean(r.torch_spread), _clean(r.lib_spread), _clean(r.speedup_spread),
         ])  # fmt: skip
     info.rows = len(out)
     info.ok_rows = ok

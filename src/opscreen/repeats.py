@@ -1,0 +1,274 @@
+"""Several processes per op (``--repeats N``): run the op N times, merge the medians.
+
+Why: on an H200 two identical processes can disagree on one case by 2-18 % while
+each measures it with an rsd of 0.01-0.2 % (``bench/results/2026-11-29-h200x2-placement.md``):
+where the driver puts a process's memory and which near-tie config a library's
+autotuner picks are fixed for a process's life, so no number of samples inside one
+process shows or averages them. Sampling processes does.
+
+Lifecycle (:func:`run_repeated`, called by ``runner.run_op`` when ``repeats > 1``):
+
+1. repeat k of N runs as a complete single run in ``<out>/repeats/<k>/`` (its own
+   ``run.log``, ``record.log``, ``run_identity.json``, ``result.json``), each a fresh
+   child process under the same ``--timeout``;
+2. a repeat that does not pass ends the series (a failing op is not run N times);
+   ``stop`` ends it too;
+3. the op's own files are then written: ``record.log`` merged by
+   :func:`merge_record_texts`, ``run.log`` (the harness's account: one line per
+   repeat), ``run_identity.json`` (repeat 1's, with a ``repeats`` block) and
+   ``result.json`` (the first repeat that did not pass, else the last).
+
+Merged row of one case (the cases of all repeats, keyed by test entry, dtype and
+shape; the suite's own fields kept from the first repeat that has the case):
+
+* ``latency_base``, ``latency``, ``gbps*``, ``tflops``: median over the repeats that
+  measured it; ``speedup``: the median of the per-process speedups (a drift that
+  moves both sides of one process cancels in its ratio);
+* ``samples*``: the sum; ``rsd*``: the median; ``calls*``: the first repeat's;
+* ``timer*``: the first repeat's, or a ``graph-fallback:...`` tag if any repeat fell back;
+* added: ``repeats`` (processes that measured it), ``spread_base`` / ``spread``
+  (max / min - 1 of each side's latency over those processes), ``speedup_spread``
+  (the same of the speedups); ``opscreen compare`` widens a case's band to its spread.
+
+Standard library only (the harness never imports torch).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import threading
+from pathlib import Path
+from typing import Any, Callable
+
+from .errors import UsageError
+from .results.parse import key_of, record_entries
+
+REPEAT_DIR = "repeats"
+MAX_REPEATS = 100
+MEDIAN_FIELDS = ("latency_base", "latency", "gbps_base", "gbps", "tflops", "utilization")
+SIDES = (("_base", "latency_base"), ("", "latency"))
+FALLBACK_PREFIX = "graph-fallback"
+
+
+def validate_repeats(value: Any, name: str = "--repeats") -> int:
+    """An integer 1..MAX_REPEATS, else a one-line UsageError."""
+    try:
+        n = int(str(value).strip())
+    except ValueError:
+        raise UsageError(f"{name} {value!r}: give a whole number of processes per op, 1 to {MAX_REPEATS}") from None
+    if not 1 <= n <= MAX_REPEATS:
+        raise UsageError(f"{name} {n}: give a whole number of processes per op, 1 to {MAX_REPEATS}")
+    return n
+
+
+# -- merging record logs -----------------------------------------------------------
+
+
+def _num(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    f = float(v)
+    return f if f == f and f not in (float("inf"), float("-inf")) else None
+
+
+def _spread(values: list[float]) -> float | None:
+    vals = [v for v in values if v is not None]
+    if len(vals) < 2 or min(vals) <= 0:
+        return None
+    return max(vals) / min(vals) - 1.0
+
+
+def _shape_key(metric: dict) -> str:
+    try:
+        return key_of(metric.get("shape_detail"))
+    except (TypeError, ValueError):
+        return "?" + str(metric.get("shape_detail"))
+
+
+def _keyed(entries: list) -> list[tuple[tuple, dict, list[tuple[tuple, dict]]]]:
+    """(entry key, entry, [(case key, metric)]) in file order; repeated keys get a count."""
+    out = []
+    seen: dict[tuple, int] = {}
+    for e in entries:
+        if not isinstance(e, dict) or not isinstance(e.get("result"), list):
+            continue
+        base = (str(e.get("op_name")), str(e.get("dtype")), str(e.get("mode")), str(e.get("level")))
+        seen[base] = seen.get(base, 0) + 1
+        cases = []
+        case_seen: dict[str, int] = {}
+        for m in e["result"]:
+            if not isinstance(m, dict):
+                continue
+            sk = _shape_key(m)
+            case_seen[sk] = case_seen.get(sk, 0) + 1
+            cases.append(((sk, case_seen[sk]), m))
+        out.append(((*base, seen[base]), e, cases))
+    return out
+
+
+def _timer_tag(values: list) -> Any:
+    tags = [v for v in values if v is not None]
+    for v in tags:
+        if isinstance(v, str) and v.startswith(FALLBACK_PREFIX):
+            return v
+    return tags[0] if tags else None
+
+
+def merge_metrics(metrics: list[dict]) -> dict:
+    """One case as measured by several processes -> one row (see the module doc)."""
+    measured = [m for m in metrics if _num(m.get("latency")) is not None or _num(m.get("speedup")) is not None]
+    if not measured:
+        out = dict(metrics[0])
+        out["repeats"] = 0
+        return out
+    out = dict(measured[0])
+    out["error_msg"] = None
+    for name in MEDIAN_FIELDS:
+        vals = [_num(m.get(name)) for m in measured]
+        vals = [v for v in vals if v is not None]
+        if vals:
+            out[name] = statistics.median(vals)
+    speedups = []
+    for m in measured:
+        s = _num(m.get("speedup"))
+        if s is None:
+            b, l = _num(m.get("latency_base")), _num(m.get("latency"))
+            s = b / l if b is not None and l else None
+        if s is not None:
+            speedups.append(s)
+    if speedups:
+        out["speedup"] = statistics.median(speedups)
+    for suffix, latency_field in SIDES:
+        samples = [m.get("samples" + suffix) for m in measured]
+        if any(isinstance(s, int) and not isinstance(s, bool) for s in samples):
+            out["samples" + suffix] = sum(s for s in samples if isinstance(s, int) and not isinstance(s, bool))
+        rsds = [v for v in (_num(m.get("rsd" + suffix)) for m in measured) if v is not None]
+        if rsds:
+            out["rsd" + suffix] = statistics.median(rsds)
+        if ("timer" + suffix) in out:
+            out["timer" + suffix] = _timer_tag([m.get("timer" + suffix) for m in measured])
+        out["spread" + suffix] = _spread([_num(m.get(latency_field)) for m in measured])
+    out["speedup_spread"] = _spread(speedups)
+    out["repeats"] = len(measured)
+    return out
+
+
+def merge_record_texts(texts: list[str]) -> tuple[str, dict]:
+    """The record logs of N repeats -> (merged record-log text, counts).
+
+    Entries and cases are matched by (op, dtype, mode, level, nth such entry) and
+    (shape, nth such shape); one only some repeats have is kept with what those gave.
+    """
+    order: list[tuple] = []
+    entries: dict[tuple, dict] = {}
+    cases: dict[tuple, dict[tuple, list[dict]]] = {}
+    case_order: dict[tuple, list[tuple]] = {}
+    truncated = 0
+    for text in texts:
+        parsed, cut, _bad = record_entries(text)
+        truncated += bool(cut)
+        for ekey, entry, metrics in _keyed(parsed):
+            if ekey not in entries:
+                order.append(ekey)
+                entries[ekey] = entry
+                cases[ekey] = {}
+                case_order[ekey] = []
+            for ckey, m in metrics:
+                if ckey not in cases[ekey]:
+                    cases[ekey][ckey] = []
+                    case_order[ekey].append(ckey)
+                cases[ekey][ckey].append(m)
+    lines = []
+    n_cases = 0
+    for ekey in order:
+        entry = dict(entries[ekey])
+        entry["result"] = [merge_metrics(cases[ekey][ck]) for ck in case_order[ekey]]
+        n_cases += len(entry["result"])
+        lines.append("[INFO] " + json.dumps(entry, allow_nan=False, default=str))
+    text = "".join(line + "\n" for line in lines)
+    return text, {"entries": len(order), "cases": n_cases, "truncated_repeats": truncated}
+
+
+# -- running ----------------------------------------------------------------------
+
+
+def repeat_dir(out_dir: Path, k: int) -> Path:
+    return Path(out_dir) / REPEAT_DIR / str(k)
+
+
+def run_repeated(req, out_dir: Path, run_once: Callable[..., Any], *, stop: threading.Event | None = None,
+                 echo: Callable[[str], None] | None = None):
+    """Run ``req`` ``req.repeats`` times with ``run_once(req, dir, stop=, echo=)`` and
+    write the merged op files into ``out_dir``; returns the op's outcome."""
+    from .fsio import atomic_write_text as write_text_atomic
+    from .runner import EXIT_INTERRUPTED, OpOutcome, clear_owned, utcnow, write_json_atomic
+
+    out_dir = Path(out_dir).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    clear_owned(out_dir)
+    n = int(req.repeats)
+    started = utcnow()
+    outcomes = []
+    lines = [f"[opscreen] op {req.op} | {n} repeats, one process each | out {out_dir} | started {started}"]
+
+    def say(line: str) -> None:
+        lines.append(line)
+        if echo is not None:
+            echo(line + "\n")
+
+    for k in range(1, n + 1):
+        if stop is not None and stop.is_set():
+            break
+        say(f"[opscreen] repeat {k}/{n}: {REPEAT_DIR}/{k}/")
+        o = run_once(req, repeat_dir(out_dir, k), stop=stop, echo=echo)
+        outcomes.append(o)
+        err = f" | {o.error}" if o.error and o.status != "passed" else ""
+        say(f"[opscreen] repeat {k}/{n} {o.status} in {o.duration_s:.1f} s{err}")
+        if o.status != "passed":
+            break
+    texts = []
+    for k in range(1, len(outcomes) + 1):
+        rl = repeat_dir(out_dir, k) / "record.log"
+        try:
+            texts.append(rl.read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            texts.append("")
+    merged, counts = merge_record_texts(texts)
+    if merged:
+        write_text_atomic(out_dir / "record.log", merged)
+    bad = next((o for o in outcomes if o.status != "passed"), None)
+    last = bad or (outcomes[-1] if outcomes else None)
+    duration = sum(o.duration_s for o in outcomes)
+    if last is None:  # stopped before the first repeat
+        outcome = OpOutcome("interrupted", EXIT_INTERRUPTED, None, 0.0, "stopped before the first repeat", out_dir, "")
+    else:
+        outcome = OpOutcome(last.status, last.exit_code, last.child_returncode, duration, last.error, out_dir, last.timer)
+    say(f"[opscreen] merged {len(outcomes)} of {n} repeats: {counts['cases']} cases in record.log "
+        f"(medians; spread = max/min - 1 between processes)")
+    say(f"[opscreen] result {outcome.status} (exit {outcome.exit_code}, child {outcome.child_returncode}) "
+        f"in {duration:.1f} s" + (f" | {outcome.error}" if outcome.error and outcome.status != "passed" else ""))
+    write_text_atomic(out_dir / "run.log", "".join(line + "\n" for line in lines))
+    block = {"requested": n, "ran": len(outcomes), "passed": sum(o.status == "passed" for o in outcomes),
+             "dir": REPEAT_DIR, "outcomes": [o.status for o in outcomes]}
+    ident = None
+    if outcomes:
+        try:
+            ident = json.loads((repeat_dir(out_dir, 1) / "run_identity.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            ident = None
+    if isinstance(ident, dict):
+        ident["repeats"] = block
+        ident["outcome"] = outcome.status
+        ident["duration_s"] = round(duration, 3)
+        write_json_atomic(out_dir / "run_identity.json", ident)
+    for name in ("child_config.json",):
+        src = repeat_dir(out_dir, 1) / name
+        if src.is_file():
+            write_text_atomic(out_dir / name, src.read_text(encoding="utf-8"))
+    write_json_atomic(
+        out_dir / "result.json",
+        {"schema": 1, "op": req.op, "node": req.target.describe(), "device": req.device, "backend": req.backend.name,
+         **outcome.as_dict(), "repeats": block},
+    )
+    return outcome
