@@ -118,6 +118,14 @@ def read_record_log(path: Path) -> dict:
     return cases
 
 
+def run_logs(out_dir: Path) -> list:
+    """The op's run.log, and with --repeats each repeat's (the op's own is then the
+    harness's account without the child's lines)."""
+    reps = sorted((out_dir / "repeats").glob("*/run.log"), key=lambda p: int(p.parent.name)) \
+        if (out_dir / "repeats").is_dir() else []
+    return reps or [out_dir / "run.log"]
+
+
 def read_fallback_reasons(run_log: Path) -> list:
     out = []
     if not run_log.is_file():
@@ -190,8 +198,8 @@ def run_op(args, op: str, out_dir: Path) -> dict:
         "duration_s": result.get("duration_s"),
         "n_cases": len(cases),
         "timers": dict(timers),
-        "fallback_reasons": read_fallback_reasons(out_dir / "run.log"),
-        "fatal": fatal_lines(out_dir / "run.log"),
+        "fallback_reasons": [r for log in run_logs(out_dir) for r in read_fallback_reasons(log)],
+        "fatal": [line for log in run_logs(out_dir) for line in fatal_lines(log)][:3],
         "tail": tail if code not in (0,) else "",
         "_cases": cases,
     }

@@ -13,13 +13,14 @@
 #   bash bench/device/h200_checks.sh l2          # 4 GPUs: A/A with L2 flush, with flush >= 50 us, default; mm fp32 stack
 #   bash bench/device/h200_checks.sh repeats     # one op per GPU, 6 runs: median of 3 processes vs median of 3
 #   bash bench/device/h200_checks.sh placement   # bench/placement.py on GPU 0 (torch and FlagGems), repeats on GPU 1
+#   bash bench/device/h200_checks.sh repeats3    # A/A of `opscreen op --repeats 3`; GPU 1 with autotune winners pinned
 #
 # The FlagGems copy is an archive of ed2508b (not a checkout): OPSCREEN_SUITE_COMMIT declares it.
 #
 # Everything lands in $OUT (the device tool brings back at most 8 files, so each step
 # leaves one tarball and prints its figures last). Budget each step under 9 minutes.
 set -u
-step="${1:?usage: h200_checks.sh inventory|mm|fallback|aa|screen|lanes|mm-split|l2|repeats|placement}"
+step="${1:?usage: h200_checks.sh inventory|mm|fallback|aa|screen|lanes|mm-split|l2|repeats|placement|repeats3}"
 cd "$(dirname "$0")/../.."
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH="/tmp/site:$PWD/src" FLAGGEMS_ROOT="$PWD/.fg/FlagGems" PYTHONUNBUFFERED=1
@@ -169,6 +170,24 @@ case "$step" in
       done > "$W/placement.txt" 2>&1 ) &
     wait
     cat "$W/placement.txt"; echo "== repeats"; tail -12 "$W/rep-layer_norm.txt"
+    ;;
+  repeats3)
+    # Two identical `opscreen op --repeats 3` runs per op (each op in 3 processes, per-case
+    # medians): lane 0 as a user runs it, lane 1 with Triton's autotuning results cached
+    # across processes (TRITON_CACHE_AUTOTUNING=1), so the library keeps one config.
+    n=$(nvidia-smi -L | wc -l); B=$(( ${BUDGET:-540} - 20 ))
+    lane() {  # lane INDEX NAME OPS [env...]
+      local g=$(( $1 % n )) name=$2 ops=$3; shift 3
+      ( export TRITON_CACHE_DIR=/tmp/tc-$name FLAGGEMS_CACHE_DIR=/tmp/fc-$name
+        env "$@" python3 bench/timing_aa.py --suite "$FLAGGEMS_ROOT" --ops "$ops" --fallback-ops '' \
+          --op-args "--repeats ${REPEATS:-3}" --timeout 300 --deadline "$B" --device "$g" \
+          --out "$W/$name.json" --work "/tmp/work-$name" > "$W/$name.txt" 2>&1 ) &
+    }
+    lane 0 r3 "${R3_OPS:-layer_norm,softmax,sum}" OPSCREEN_LANE=0
+    lane 1 r3-pinned "${R3_PINNED_OPS:-layer_norm,abs}" TRITON_CACHE_AUTOTUNING=1
+    wait
+    for f in r3 r3-pinned; do echo "== $f"; tail -14 "$W/$f.txt"; done
+    for f in r3 r3-pinned; do mkdir -p "$W/$f-runs"; cp -r /tmp/work-$f/. "$W/$f-runs/" 2>/dev/null; done
     ;;
   *) echo "unknown step $step" >&2; exit 2 ;;
 esac
