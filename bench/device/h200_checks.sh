@@ -14,13 +14,14 @@
 #   bash bench/device/h200_checks.sh repeats     # one op per GPU, 6 runs: median of 3 processes vs median of 3
 #   bash bench/device/h200_checks.sh placement   # bench/placement.py on GPU 0 (torch and FlagGems), repeats on GPU 1
 #   bash bench/device/h200_checks.sh repeats3    # A/A of `opscreen op --repeats 3`; GPU 1 with autotune winners pinned
+#   bash bench/device/h200_checks.sh run-aa      # two `opscreen run --repeats 3` over all GPUs, then compare B with A
 #
 # The FlagGems copy is an archive of ed2508b (not a checkout): OPSCREEN_SUITE_COMMIT declares it.
 #
 # Everything lands in $OUT (the device tool brings back at most 8 files, so each step
 # leaves one tarball and prints its figures last). Budget each step under 9 minutes.
 set -u
-step="${1:?usage: h200_checks.sh inventory|mm|fallback|aa|screen|lanes|mm-split|l2|repeats|placement|repeats3}"
+step="${1:?usage: h200_checks.sh inventory|mm|fallback|aa|screen|lanes|mm-split|l2|repeats|placement|repeats3|run-aa}"
 cd "$(dirname "$0")/../.."
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH="/tmp/site:$PWD/src" FLAGGEMS_ROOT="$PWD/.fg/FlagGems" PYTHONUNBUFFERED=1
@@ -188,6 +189,20 @@ case "$step" in
     wait
     for f in r3 r3-pinned; do echo "== $f"; tail -14 "$W/$f.txt"; done
     for f in r3 r3-pinned; do mkdir -p "$W/$f-runs"; cp -r /tmp/work-$f/. "$W/$f-runs/" 2>/dev/null; done
+    ;;
+  run-aa)
+    # The batch path end to end: the same screen twice over every GPU, each op in three
+    # processes, autotuning results cached across processes and runs; then compare.
+    export TRITON_CACHE_AUTOTUNING=1 TRITON_CACHE_DIR=/tmp/tc-runaa FLAGGEMS_CACHE_DIR=/tmp/fc-runaa
+    for r in A B; do
+      t=$(left); [ "$t" -lt 60 ] && { echo "run $r: skipped (time)"; continue; }
+      timeout -s INT "$t" python3 -m opscreen run --backend cuda --devices all --ops "${RUN_AA_OPS:-abs,add,softmax,sum,layer_norm}" \
+          --repeats "${REPEATS:-3}" --timeout 300 --retries 0 --out "$W/run$r" --plain > "$W/run$r.console" 2>&1
+      echo "run $r rc=$? after $SECONDS s"; tail -2 "$W/run$r.console"
+    done
+    python3 -m opscreen summary "$W/runA" | tail -3
+    python3 -m opscreen compare "$W/runA" "$W/runB" --top 5 > "$W/compare.txt" 2>&1; echo "compare rc=$?"; head -30 "$W/compare.txt"
+    python3 -m opscreen report "$W/runB" --against "$W/runA" | tail -1
     ;;
   *) echo "unknown step $step" >&2; exit 2 ;;
 esac

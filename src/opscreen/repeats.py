@@ -1,7 +1,7 @@
 """Several processes per op (``--repeats N``): run the op N times, merge the medians.
 
 Why: on an H200 two identical processes can disagree on one case by 2-18 % while
-each measures it with an rsd of 0.01-0.2 % (``bench/results/2026-11-29-h200x2-placement.md``):
+each measures it with an rsd of 0.01-0.2 % (``bench/results/2026-11-29-h200x2-repeats.md``):
 where the driver puts a process's memory and which near-tie config a library's
 autotuner picks are fixed for a process's life, so no number of samples inside one
 process shows or averages them. Sampling processes does.
@@ -15,8 +15,10 @@ Lifecycle (:func:`run_repeated`, called by ``runner.run_op`` when ``repeats > 1`
    ``stop`` ends it too;
 3. the op's own files are then written: ``record.log`` merged by
    :func:`merge_record_texts`, ``run.log`` (the harness's account: one line per
-   repeat), ``run_identity.json`` (repeat 1's, with a ``repeats`` block) and
-   ``result.json`` (the first repeat that did not pass, else the last).
+   repeat, then the whole log of the repeat that did not pass, if one did not),
+   ``run_identity.json`` (repeat 1's, with a ``repeats`` block) and
+   ``result.json`` (the first repeat that did not pass, else the last; with a
+   ``repeats`` block, which the batch runner's ``result.json`` keeps too).
 
 Merged row of one case (the cases of all repeats, keyed by test entry, dtype and
 shape; the suite's own fields kept from the first repeat that has the case):
@@ -237,20 +239,29 @@ def run_repeated(req, out_dir: Path, run_once: Callable[..., Any], *, stop: thre
     merged, counts = merge_record_texts(texts)
     if merged:
         write_text_atomic(out_dir / "record.log", merged)
+    block = {"requested": n, "ran": len(outcomes), "passed": sum(o.status == "passed" for o in outcomes),
+             "dir": REPEAT_DIR, "outcomes": [o.status for o in outcomes]}
     bad = next((o for o in outcomes if o.status != "passed"), None)
     last = bad or (outcomes[-1] if outcomes else None)
     duration = sum(o.duration_s for o in outcomes)
     if last is None:  # stopped before the first repeat
-        outcome = OpOutcome("interrupted", EXIT_INTERRUPTED, None, 0.0, "stopped before the first repeat", out_dir, "")
+        outcome = OpOutcome("interrupted", EXIT_INTERRUPTED, None, 0.0, "stopped before the first repeat", out_dir, "", block)
     else:
-        outcome = OpOutcome(last.status, last.exit_code, last.child_returncode, duration, last.error, out_dir, last.timer)
+        outcome = OpOutcome(last.status, last.exit_code, last.child_returncode, duration, last.error, out_dir, last.timer, block)
+    if bad is not None:
+        # the failing process's own log, for whoever reads run.log (and the batch
+        # runner's failure signature): the repeat that passed before it told nothing
+        k = outcomes.index(bad) + 1
+        lines.append(f"[opscreen] the log of repeat {k}/{n} ({REPEAT_DIR}/{k}/run.log), which did not pass:")
+        try:
+            lines.extend((repeat_dir(out_dir, k) / "run.log").read_text(encoding="utf-8", errors="replace").splitlines())
+        except OSError:
+            lines.append("[opscreen] (unreadable)")
     say(f"[opscreen] merged {len(outcomes)} of {n} repeats: {counts['cases']} cases in record.log "
         f"(medians; spread = max/min - 1 between processes)")
     say(f"[opscreen] result {outcome.status} (exit {outcome.exit_code}, child {outcome.child_returncode}) "
         f"in {duration:.1f} s" + (f" | {outcome.error}" if outcome.error and outcome.status != "passed" else ""))
     write_text_atomic(out_dir / "run.log", "".join(line + "\n" for line in lines))
-    block = {"requested": n, "ran": len(outcomes), "passed": sum(o.status == "passed" for o in outcomes),
-             "dir": REPEAT_DIR, "outcomes": [o.status for o in outcomes]}
     ident = None
     if outcomes:
         try:
@@ -269,6 +280,6 @@ def run_repeated(req, out_dir: Path, run_once: Callable[..., Any], *, stop: thre
     write_json_atomic(
         out_dir / "result.json",
         {"schema": 1, "op": req.op, "node": req.target.describe(), "device": req.device, "backend": req.backend.name,
-         **outcome.as_dict(), "repeats": block},
+         **outcome.as_dict()},
     )
     return outcome

@@ -93,9 +93,10 @@ class OpOutcome:
     error: str | None
     out_dir: Path
     timer: str = ""
+    repeats: dict | None = None  # with --repeats: how many ran and how each ended
 
     def as_dict(self) -> dict:
-        return {
+        d = {
             "status": self.status,
             "exit_code": self.exit_code,
             "child_returncode": self.child_returncode,
@@ -103,6 +104,9 @@ class OpOutcome:
             "error": self.error,
             "timer": self.timer,
         }
+        if self.repeats is not None:
+            d["repeats"] = self.repeats
+        return d
 
 
 def validate_flag01(value: str, name: str) -> str:

@@ -394,7 +394,8 @@ class BatchRunner:
         else:
             status, exit_code, rc = out.status, out.exit_code, out.child_returncode
             duration, error, timer = float(out.duration_s or 0.0), out.error, getattr(out, "timer", "") or ""
-        task.last_outcome = {"status": status, "exit_code": exit_code, "child_returncode": rc, "timer": timer, "out_dir": job.out_dir}
+        task.last_outcome = {"status": status, "exit_code": exit_code, "child_returncode": rc, "timer": timer, "out_dir": job.out_dir,
+                             "repeats": getattr(out, "repeats", None)}
 
         if status == "interrupted":
             # Stopped by us: the op stays incomplete; a resume runs it again.
@@ -585,6 +586,7 @@ class BatchRunner:
             "devices": list(task.devices),
             "stop_reason": task.stop_reason,
             "attempt_log": [a.as_dict() for a in task.attempts],
+            **({"repeats": final_out["repeats"]} if final_out.get("repeats") else {}),
             "finished_at": now_iso(),
             **extra,
         }

@@ -254,7 +254,7 @@ def _op_rows(op_dir: Path) -> tuple[list[CaseRow], ParsedLog | None, list[str]]:
         sources.append(rec.source)
         rows = rec.rows
     log = None
-    if rows and (op_dir / REPEAT_DIR).is_dir():
+    if (op_dir / REPEAT_DIR).is_dir():
         # --repeats: the record log holds the merged rows; failures and truncation
         # come from each repeat's own run.log (the op's run.log is the harness's account)
         return rows, _repeats_log(op_dir / REPEAT_DIR, rec), sources
@@ -273,10 +273,10 @@ def _op_rows(op_dir: Path) -> tuple[list[CaseRow], ParsedLog | None, list[str]]:
     return rows, log, sources
 
 
-def _repeats_log(folder: Path, rec: ParsedLog) -> ParsedLog:
+def _repeats_log(folder: Path, rec: ParsedLog | None) -> ParsedLog:
     """What the repeats' run logs say around their tables, as one log: failures (each
     once), a fatal error, truncated when any repeat's log or the merged record was cut."""
-    out = ParsedLog(source=REPEAT_DIR, truncated=rec.truncated, tables=rec.tables)
+    out = ParsedLog(source=REPEAT_DIR, truncated=bool(rec and rec.truncated), tables=rec.tables if rec else 0)
     seen = set()
     subdirs = sorted((d for d in folder.iterdir() if d.is_dir() and d.name.isdigit()), key=lambda d: int(d.name))
     for d in subdirs:

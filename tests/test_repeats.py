@@ -1,0 +1,282 @@
+"""``--repeats N``: one op in N fresh processes, merged into per-case medians and spreads."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import signal
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from opscreen.errors import UsageError
+from opscreen.repeats import merge_metrics, merge_record_texts, validate_repeats
+from opscreen.results.compare import Verdict, compare_summaries
+from opscreen.results.parse import parse_record_log, parse_record_log_text
+from opscreen.results.summary import COLUMNS, Summary, build_summary
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_batch_faults import faults, result, status_rows  # noqa: E402,F401  (faults: the shared fixture)
+
+FIXTURE_RECORD = Path(__file__).resolve().parent / "fixtures" / "flaggems-h200" / "abs_record.log"
+
+
+# -- validation ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value,n", [("1", 1), ("3", 3), (" 7 ", 7), (100, 100)])
+def test_validate_repeats_accepts_whole_numbers(value, n):
+    assert validate_repeats(value) == n
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "101", "2.5", "three", ""])
+def test_validate_repeats_refuses_in_one_line(value):
+    with pytest.raises(UsageError) as exc:
+        validate_repeats(value)
+    msg = str(exc.value)
+    assert "\n" not in msg and "--repeats" in msg and "1 to 100" in msg
+
+
+# -- merging one case -----------------------------------------------------------------
+
+
+def metric(base, lib, **tags):
+    m = {"shape_detail": [[64, 64]], "latency_base": base, "latency": lib, "speedup": base / lib,
+         "gbps_base": None, "gbps": None, "tflops": None, "error_msg": None,
+         "timer_base": "graph", "timer": "graph", "samples_base": 10, "samples": 12,
+         "rsd_base": 0.001, "rsd": 0.002, "calls_base": 64, "calls": 64}
+    m.update(tags)
+    return m
+
+
+def test_merge_takes_medians_and_the_median_of_per_process_speedups():
+    # process 2 ran slow on both sides: its speedup is like the others'
+    ms = [metric(1.0, 0.5), metric(2.0, 1.0, rsd=0.004), metric(1.1, 0.5, rsd=0.001, samples=20)]
+    out = merge_metrics(ms)
+    assert out["latency_base"] == pytest.approx(1.1) and out["latency"] == pytest.approx(0.5)
+    # median of (2.0, 2.0, 2.2), not latency_base / latency (2.2)
+    assert out["speedup"] == pytest.approx(2.0)
+    assert out["samples"] == 12 + 12 + 20 and out["samples_base"] == 30
+    assert out["rsd"] == pytest.approx(0.002)
+    assert out["repeats"] == 3
+    assert out["spread_base"] == pytest.approx(2.0 / 1.0 - 1)
+    assert out["spread"] == pytest.approx(1.0 / 0.5 - 1)
+    assert out["speedup_spread"] == pytest.approx(2.2 / 2.0 - 1)
+    assert out["calls"] == 64 and out["shape_detail"] == [[64, 64]]
+    assert ms[0]["latency_base"] == 1.0  # inputs untouched
+
+
+def test_merge_keeps_a_fallback_tag_and_skips_processes_without_a_number():
+    failed = metric(1.0, 1.0, latency=None, latency_base=None, speedup=None, error_msg="CUDA error: boom")
+    ms = [metric(1.0, 0.5), failed, metric(1.0, 0.4, timer="graph-fallback:capture")]
+    out = merge_metrics(ms)
+    assert out["repeats"] == 2 and out["error_msg"] is None
+    assert out["timer"] == "graph-fallback:capture" and out["timer_base"] == "graph"
+    assert out["latency"] == pytest.approx(0.45) and out["speedup"] == pytest.approx(2.25)
+
+
+def test_merge_of_a_case_no_process_measured_keeps_its_error():
+    failed = metric(1.0, 1.0, latency=None, latency_base=None, speedup=None, error_msg="boom")
+    out = merge_metrics([failed, dict(failed, error_msg="boom again")])
+    assert out["repeats"] == 0 and out["error_msg"] == "boom"
+    assert "spread" not in out
+
+
+def test_a_single_process_has_no_spread():
+    out = merge_metrics([metric(1.0, 0.5)])
+    assert out["repeats"] == 1 and out["spread"] is None and out["speedup_spread"] is None
+
+
+# -- merging record logs ----------------------------------------------------------------
+
+
+def scaled(text: str, factor: float) -> str:
+    """The record log with every library latency scaled (a slower process)."""
+    lines = []
+    for line in text.splitlines():
+        if line.startswith("[INFO] {"):
+            e = json.loads(line[7:])
+            for r in e.get("result", []):
+                if r.get("latency") is not None:
+                    r["latency"] *= factor
+                    r["speedup"] = r["latency_base"] / r["latency"]
+            line = "[INFO] " + json.dumps(e)
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def test_merge_record_logs_of_the_real_suite():
+    text = FIXTURE_RECORD.read_text()
+    merged, counts = merge_record_texts([text, scaled(text, 1.2), scaled(text, 0.9)])
+    one = parse_record_log_text(text).rows
+    rows = parse_record_log_text(merged).rows
+    assert counts["cases"] == len(one) == len(rows) and counts["truncated_repeats"] == 0
+    assert [r.key for r in rows] == [r.key for r in one]
+    for a, m in zip(one, rows):
+        assert m.repeats == 3
+        assert m.lib_ms == pytest.approx(a.lib_ms)  # the median of 0.9x, 1x, 1.2x
+        assert m.torch_ms == pytest.approx(a.torch_ms)
+        assert m.lib_spread == pytest.approx(1.2 / 0.9 - 1)
+        assert m.torch_spread == pytest.approx(0.0)
+        assert m.speedup_spread == pytest.approx(1.2 / 0.9 - 1)
+
+
+def test_merge_record_logs_aligns_cases_some_processes_lack():
+    text = FIXTURE_RECORD.read_text()
+    entries = [ln for ln in text.splitlines() if ln.startswith("[INFO] {")]
+    first = json.loads(entries[0][7:])
+    short = dict(first, result=first["result"][:1])
+    cut = "[INFO] " + json.dumps(short) + "\n" + entries[1][: len(entries[1]) // 2]  # killed mid-line
+    merged, counts = merge_record_texts([text, cut])
+    assert counts["truncated_repeats"] == 1
+    rows = {r.key: r for r in parse_record_log_text(merged).rows}
+    assert len(rows) == len(parse_record_log_text(text).rows)
+    key0 = parse_record_log_text(text).rows[0].key
+    assert rows[key0].repeats == 2
+    assert sum(1 for r in rows.values() if r.repeats == 1) == len(rows) - 1
+
+
+# -- compare ----------------------------------------------------------------------------
+
+
+def summary_of(speedup, spread):
+    d = dict.fromkeys(COLUMNS)
+    d.update(op="abs", test="", dtype="float16", shape="[[64,64]]", status="ok", speedup=speedup,
+             torch_rsd=0.0005, lib_rsd=0.0005, speedup_spread=spread, repeats=3 if spread is not None else None)
+    return Summary(kind="op", name="x", identity={}, caliber={"timer": "graph"}, ops=[], rows=[[d[c] for c in COLUMNS]])
+
+
+def test_compare_widens_the_band_to_the_spread_between_processes():
+    quiet = compare_summaries(summary_of(1.0, None), summary_of(0.96, None)).rows[0]
+    assert quiet.verdict == Verdict.SLOWER and quiet.basis == "noise"
+    wide = compare_summaries(summary_of(1.0, 0.05), summary_of(0.96, 0.01)).rows[0]
+    assert wide.verdict == Verdict.SAME and wide.basis == "noise+spread"
+    assert wide.band == pytest.approx(0.0487901641694320)  # ln(1.05)
+    beyond = compare_summaries(summary_of(1.0, 0.02), summary_of(0.96, 0.01)).rows[0]
+    assert beyond.verdict == Verdict.SLOWER and beyond.basis == "noise+spread"
+
+
+# -- end to end ---------------------------------------------------------------------------
+
+
+def test_op_repeats_on_the_sample_suite(cli, tmp_path):
+    out = tmp_path / "abs"
+    res = cli("op", "abs", "--dtypes", "float32", "--repeats", "3", "--out", out, cwd=tmp_path)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr
+    reps = [out / "repeats" / str(k) for k in (1, 2, 3)]
+    for d in reps:
+        assert json.loads((d / "result.json").read_text())["status"] == "passed"
+        assert (d / "record.log").is_file() and "Operator: abs" in (d / "run.log").read_text()
+    per = [{r.key: r for r in parse_record_log(d / "record.log").rows} for d in reps]
+    merged = parse_record_log(out / "record.log").rows
+    assert merged and len(merged) == len(per[0])
+    for row in merged:
+        libs = [p[row.key].lib_ms for p in per]
+        speedups = [p[row.key].speedup for p in per]
+        assert row.repeats == 3
+        assert row.lib_ms == pytest.approx(statistics.median(libs))
+        assert row.speedup == pytest.approx(statistics.median(speedups))
+        assert row.lib_spread == pytest.approx(max(libs) / min(libs) - 1)
+        assert row.lib_samples == sum(p[row.key].lib_samples for p in per)
+    log = (out / "run.log").read_text()
+    assert log.count("[opscreen] repeat ") == 6 and "[opscreen] result passed" in log
+    assert "merged 3 of 3 repeats" in log
+    res_json = json.loads((out / "result.json").read_text())
+    assert res_json["status"] == "passed" and res_json["repeats"]["ran"] == 3 and res_json["repeats"]["passed"] == 3
+    ident = json.loads((out / "run_identity.json").read_text())
+    assert ident["repeats"]["requested"] == 3 and ident["caliber"]["repeats"] == 3 and ident["outcome"] == "passed"
+    s = build_summary(out)
+    rows = list(s.row_dicts())
+    assert rows and all(r["repeats"] == 3 and r["speedup_spread"] is not None for r in rows)
+    assert s.ops[0].status == "passed"
+    # a later single run in the same folder leaves no repeats behind
+    res = cli("op", "abs", "--dtypes", "float32", "--out", out, cwd=tmp_path)
+    assert res.returncode == 0 and not (out / "repeats").exists()
+    assert all(r.repeats is None for r in parse_record_log(out / "record.log").rows)
+
+
+def test_op_repeats_stop_at_the_first_process_that_fails(cli, tmp_path):
+    suite = tmp_path / "suite"
+    (suite / "benchmark").mkdir(parents=True)
+    (suite / "benchmark" / "__init__.py").write_text("")
+    (suite / "benchmark" / "conftest.py").write_text(
+        "def pytest_addoption(parser):\n"
+        "    for opt in ('--level', '--record', '--mode', '--warmup', '--iter', '--shape_file', '--output'):\n"
+        "        parser.addoption(opt, default=None)\n"
+        "    parser.addoption('--dtypes', action='append', default=None)\n")
+    (suite / "benchmark" / "test_flaky.py").write_text(
+        "import os, pytest\n"
+        "@pytest.mark.flaky2\n"
+        "def test_flaky2():\n"
+        "    p = os.environ['FLAKY_COUNT']\n"
+        "    n = (len(open(p).read()) if os.path.exists(p) else 0) + 1\n"
+        "    open(p, 'a').write('x')\n"
+        "    assert n != 2, 'the second process fails'\n")
+    (suite / "pytest.ini").write_text("[pytest]\nfilterwarnings =\n    ignore::pytest.PytestUnknownMarkWarning\n")
+    out = tmp_path / "flaky2"
+    counter = tmp_path / "count"
+    res = cli("op", "flaky2", "--suite", suite, "--repeats", "4", "--out", out, cwd=tmp_path,
+              env={"FLAKY_COUNT": str(counter)})
+    assert res.returncode == 1, res.stdout[-3000:] + res.stderr
+    assert counter.read_text() == "xx"  # repeats 3 and 4 never ran
+    assert sorted(p.name for p in (out / "repeats").iterdir()) == ["1", "2"]
+    res_json = json.loads((out / "result.json").read_text())
+    assert res_json["status"] == "failed" and res_json["repeats"] == {
+        "requested": 4, "ran": 2, "passed": 1, "dir": "repeats", "outcomes": ["passed", "failed"]}
+    assert "[opscreen] repeat 2/4 failed" in (out / "run.log").read_text()
+    s = build_summary(out)
+    assert s.ops[0].status == "failed"
+    assert any("second process fails" in (f["reason"] or "") for f in s.ops[0].failures), s.ops[0].failures
+
+
+def test_usage_error_for_bad_repeats_writes_nothing(cli, tmp_path):
+    out = tmp_path / "abs"
+    res = cli("op", "abs", "--repeats", "0", "--out", out, cwd=tmp_path)
+    assert res.returncode == 2 and "--repeats 0" in res.stderr and not out.exists()
+    res = cli("run", "--ops", "abs", "--repeats", "x", "--out", tmp_path / "run", "--plain", cwd=tmp_path)
+    assert res.returncode == 2 and "--repeats 'x'" in res.stderr and not (tmp_path / "run").exists()
+
+
+def invocations(op_dir: Path, op: str) -> list[int]:
+    found = []
+    for log in sorted((op_dir / "repeats").glob("*/run.log")):
+        found += [int(n) for n in re.findall(rf"faults: {op} invocation (\d+)", log.read_text())]
+    return found
+
+
+def test_batch_repeats_survive_sigkill_and_resume(faults):
+    """SIGKILL the runner while ops run their repeats; each resume reruns only ops
+    without a .complete marker, from their first repeat. In the end every op has
+    its repeats, each from the op's last run."""
+    out = faults.tmp / "run"
+    ops = ["ok_a", "ok_b", "ok_c", "ok_d", "flaky"]
+    args = ["--ops", ",".join(ops), "--devices", "0,1", "--repeats", "2", "--timeout", "30", "--grace", "0.5"]
+    env = {"FAULTS_OP_SLEEP": "0.6"}
+    rng = random.Random(20261129)
+    kills = 0
+    for _ in range(12):
+        proc = faults.popen(out, *args, env=env)
+        time.sleep(rng.uniform(0.5, 2.0))
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            kills += 1
+        proc.communicate(timeout=60)
+        if kills >= 4:
+            break
+    assert kills >= 4, "the run finished before four kills"
+    res = faults.run(out, *args, env=env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    rows = status_rows(out)
+    assert set(rows) == set(ops) and all(r["status"] == "passed" for r in rows.values())
+    for op in ops:
+        op_dir = out / "ops" / op
+        rep = result(out, op)["repeats"]
+        assert rep["ran"] == 2 and rep["passed"] == 2, (op, rep)
+        seen = invocations(op_dir, op)
+        # the two repeats of the op's last run are its last two invocations
+        assert seen == [faults.runs(op) - 1, faults.runs(op)], (op, seen, faults.runs(op))
+    faults.assert_no_leftovers()
