@@ -122,6 +122,8 @@ def one_process(args):
 
         ctx = contextlib.nullcontext()
     rng = random.Random(args.seed)
+    # a spacer allocated first moves everything this process allocates after it
+    spacer0 = torch.empty(int(args.spacer_mb * (1 << 20)), dtype=torch.uint8, device="cuda") if args.spacer_mb else None
     timer = Timer(torch, args.samples)
     rows = []
     with ctx:
@@ -197,6 +199,10 @@ def main(argv=None):
     ap.add_argument("--samples", type=int, default=20, help="timed replays per measurement")
     ap.add_argument("--runs", type=int, default=4, help="processes")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--spacers", default="",
+                    help="comma-separated MB, one process each (overrides --runs): a spacer each process "
+                         "allocates first, e.g. 0,0,0,61,122,183 (same placement three times, then three others)")
+    ap.add_argument("--spacer-mb", type=float, default=0.0, help=argparse.SUPPRESS)
     ap.add_argument("--out", default="")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -204,8 +210,10 @@ def main(argv=None):
         one_process(args)
         return 0
     runs = []
-    for k in range(args.runs):
-        cmd = [sys.executable, os.path.abspath(__file__), "--child", "--seed", str(k)]
+    spacers = [float(x) for x in args.spacers.split(",") if x.strip()] if args.spacers else [0.0] * args.runs
+    args.runs = len(spacers)
+    for k, mb in enumerate(spacers):
+        cmd = [sys.executable, os.path.abspath(__file__), "--child", "--seed", str(k), "--spacer-mb", str(mb)]
         for name in ("op", "impl", "shapes", "dtypes", "placements", "samples"):
             cmd += [f"--{name}", str(getattr(args, name))]
         proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -222,6 +230,11 @@ def main(argv=None):
         print(f"{case:28} {statistics.median(r['first_us']):9.3f} {pct(r['between_processes'])} {pct(r['retime'])} "
               f"{pct(r['recapture'])} {pct(r['relocate'])} {pct(r['recapture_median_between']):>11} "
               f"{pct(r['relocate_median_between']):>10}")
+    if args.spacers:
+        print("first measurement per process (us/call), spacers MB " + ",".join(f"{x:g}" for x in spacers))
+        for r in rows:
+            case = f"{'x'.join(map(str, r['shape']))} {r['dtype']}"
+            print(f"{case:28} " + " ".join(f"{v:8.3f}" for v in r["first_us"]))
     if args.out:
         with open(args.out, "w") as fh:
             json.dump({"op": args.op, "impl": args.impl, "runs": args.runs, "rows": rows}, fh, indent=1)
