@@ -193,6 +193,9 @@ def test_op_repeats_on_the_sample_suite(cli, tmp_path):
     rows = list(s.row_dicts())
     assert rows and all(r["repeats"] == 3 and r["speedup_spread"] is not None for r in rows)
     assert s.ops[0].status == "passed"
+    res = cli("report", out, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "3 processes: ±" in (out / "report.html").read_text()
     # a later single run in the same folder leaves no repeats behind
     res = cli("op", "abs", "--dtypes", "float32", "--out", out, cwd=tmp_path)
     assert res.returncode == 0 and not (out / "repeats").exists()
@@ -280,3 +283,12 @@ def test_batch_repeats_survive_sigkill_and_resume(faults):
         # the two repeats of the op's last run are its last two invocations
         assert seen == [faults.runs(op) - 1, faults.runs(op)], (op, seen, faults.runs(op))
     faults.assert_no_leftovers()
+
+
+def test_resume_refuses_another_number_of_repeats(faults):
+    out = faults.tmp / "run"
+    res = faults.run(out, "--ops", "ok_a", "--devices", "0", "--repeats", "2")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert result(out, "ok_a")["repeats"]["ran"] == 2
+    res = faults.run(out, "--ops", "ok_a", "--devices", "0", "--repeats", "3")
+    assert res.returncode == 2 and "measured with other settings" in res.stderr and "repeats" in res.stderr

@@ -321,11 +321,14 @@ def _ops_section(s: Summary) -> str:
     )
 
 
-def _noise_txt(t: Any, l: Any) -> str:
-    if t is None and l is None:
-        return "–"
+def _noise_txt(t: Any, l: Any, repeats: Any = None, spread: Any = None) -> str:
+    """Within-run noise as torch|lib %; rows merged from several processes (--repeats)
+    add the speedup's spread between them."""
     f = lambda v: "-" if v is None else f"{100 * v:.2f}"  # noqa: E731
-    return f"{f(t)}|{f(l)}"
+    txt = "–" if t is None and l is None else f"{f(t)}|{f(l)}"
+    if repeats and spread is not None:
+        txt += f"; {repeats} processes: ±{100 * spread:.1f}"
+    return txt
 
 
 def _slowest_section(s: Summary) -> str:
@@ -339,7 +342,7 @@ def _slowest_section(s: Summary) -> str:
             f"<tr><td>{e(r[COL['op']])}</td><td>{e(r[COL['test']])}</td><td>{e(r[COL['dtype']])}</td>"
             f"<td class=\"shape\">{e(r[COL['shape']])}</td><td class=\"num\">{_ms(r[COL['torch_ms']])}</td>"
             f"<td class=\"num\">{_ms(r[COL['lib_ms']])}</td><td class=\"num {_sp_class(r[vi])}\">{_f(r[vi])}</td>"
-            f"<td>{e(timer)}</td><td class=\"num\">{e(_noise_txt(r[COL['torch_rsd']], r[COL['lib_rsd']]))}</td></tr>"
+            f"<td>{e(timer)}</td><td class=\"num\">{e(_noise_txt(r[COL['torch_rsd']], r[COL['lib_rsd']], r[COL['repeats']], r[COL['speedup_spread']]))}</td></tr>"
         )
     return (
         f'<section id="slowest"><h2>Slowest cases (lowest speedup, {min(SLOWEST, len(rows))} of {len(rows)})</h2>'
@@ -422,8 +425,10 @@ def _compare_section(c: Comparison) -> str:
     g = c.geomean_ratio()
     parts.append(
         f'<p class="note">metric: {e(c.metric)}; a row is "same" when |ln(B/A)| is within max({c.k:g} × the combined noise, '
-        f"{c.min_change * 100:g}%) where both rows recorded their noise, else within {c.threshold * 100:g}%. "
-        f"Geometric mean of B/A over the rows measured in both: {_f(g)}.</p>"
+        f"{c.min_change * 100:g}%) where both rows recorded their noise, else within {c.threshold * 100:g}%"
+        + ("; and at least the spread between the processes a row was merged from (--repeats)"
+           if any(r.basis and r.basis.endswith("+spread") for r in c.rows) else "")
+        + f". Geometric mean of B/A over the rows measured in both: {_f(g)}.</p>"
     )
     svg = _change_plot_svg([r.change for r in c.rows if r.change is not None])
     if svg:
