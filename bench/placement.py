@@ -123,7 +123,7 @@ def one_process(args):
         ctx = contextlib.nullcontext()
     rng = random.Random(args.seed)
     # a spacer allocated first moves everything this process allocates after it
-    spacer0 = torch.empty(int(args.spacer_mb * (1 << 20)), dtype=torch.uint8, device="cuda") if args.spacer_mb else None
+    spacer = torch.empty(int(args.spacer_mb * (1 << 20)), dtype=torch.uint8, device="cuda") if args.spacer_mb else None
     timer = Timer(torch, args.samples)
     rows = []
     with ctx:
@@ -159,6 +159,7 @@ def one_process(args):
                 timer.keep.clear()
                 del spacers
                 torch.cuda.empty_cache()
+    del spacer  # held to the end: everything above was allocated behind it
     json.dump(rows, sys.stdout)
 
 

@@ -155,6 +155,17 @@ def status_rows(out: Path) -> dict[str, dict]:
     return {r["op"]: r for r in rows}
 
 
+def kill_after(faults: "Faults", out: Path, args: list, env: dict, delay: float) -> bool:
+    """Start the runner, SIGKILL it after ``delay`` seconds unless it ended; True if killed."""
+    proc = faults.popen(out, *args, env=env)
+    time.sleep(delay)
+    killed = proc.poll() is None
+    if killed:
+        proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    return killed
+
+
 def result(out: Path, op: str) -> dict:
     return json.loads((out / "ops" / op / "result.json").read_text())
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_batch_faults import faults, result, status_rows  # noqa: E402,F401  (faults: the shared fixture)
+from test_batch_faults import faults, kill_after, result, status_rows  # noqa: E402,F401  (faults: the shared fixture)
 
 
 OK_OPS = [f"ok_{c}" for c in "abcdefgh"]
@@ -43,12 +43,7 @@ def test_sigkill_at_random_points_then_resume(faults):
     runs_when_complete: dict[str, int] = {}
     kills = 0
     for _ in range(40):
-        proc = faults.popen(out, *args, env=env)
-        time.sleep(rng.uniform(0.05, 1.2))
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-            kills += 1
-        proc.communicate(timeout=60)
+        kills += kill_after(faults, out, args, env, rng.uniform(0.05, 1.2))
         # invariants at every kill point
         done = completed(out)
         for op in done:

@@ -5,10 +5,8 @@ from __future__ import annotations
 import json
 import random
 import re
-import signal
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +18,7 @@ from opscreen.results.parse import parse_record_log, parse_record_log_text
 from opscreen.results.summary import COLUMNS, Summary, build_summary
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_batch_faults import faults, result, status_rows  # noqa: E402,F401  (faults: the shared fixture)
+from test_batch_faults import faults, kill_after, result, status_rows  # noqa: E402,F401  (faults: the shared fixture)
 
 FIXTURE_RECORD = Path(__file__).resolve().parent / "fixtures" / "flaggems-h200" / "abs_record.log"
 
@@ -262,12 +260,7 @@ def test_batch_repeats_survive_sigkill_and_resume(faults):
     rng = random.Random(20261129)
     kills = 0
     for _ in range(12):
-        proc = faults.popen(out, *args, env=env)
-        time.sleep(rng.uniform(0.5, 2.0))
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-            kills += 1
-        proc.communicate(timeout=60)
+        kills += kill_after(faults, out, args, env, rng.uniform(0.5, 2.0))
         if kills >= 4:
             break
     assert kills >= 4, "the run finished before four kills"

@@ -17,12 +17,12 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 from urllib.parse import quote
 
 from .. import __version__
 from ._io import write_atomic
-from .compare import Comparison, Verdict, _show
+from .compare import Comparison, _show
 from .summary import COL, Summary
 
 __all__ = ["render_report", "write_report", "speedup_plot_svg"]

@@ -127,7 +127,7 @@ def make_run(
             f"== opscreen op {name}: backend {cal['backend']}, device {device}, timer {cal['timer']} ==",
             "============================= test session starts ==============================",
             "platform linux -- Python 3.12.3, pytest-8.4.1, pluggy-1.6.0",
-            f"rootdir: /src/FlagGems",
+            "rootdir: /src/FlagGems",
             "collected 3 items / 2 deselected / 1 selected",
             "",
             f"benchmark/test_{name}.py ",

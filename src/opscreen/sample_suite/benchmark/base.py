@@ -19,7 +19,7 @@ import os
 import statistics
 import time
 from dataclasses import asdict
-from typing import Any, Generator, List, Optional
+from typing import Generator, List, Optional
 
 import pytest
 import torch
