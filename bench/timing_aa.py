@@ -113,6 +113,7 @@ def read_record_log(path: Path) -> dict:
                 "samples_base": row.get("samples_base"), "samples": row.get("samples"),
                 "rsd_base": row.get("rsd_base"), "rsd": row.get("rsd"),
                 "calls_base": row.get("calls_base"), "calls": row.get("calls"),
+                "repeats": row.get("repeats"), "speedup_spread": row.get("speedup_spread"),
                 "error": row.get("error_msg"),
             }
     return cases
@@ -291,11 +292,22 @@ def split_median(runs: list) -> dict:
     return {"k": k, "speedup_delta": spread(deltas)}
 
 
+def within_spread(ra, rb, floor: float = 0.005):
+    """With --repeats rows in both runs: is |ln(speedup_B / speedup_A)| within
+    ln(1 + the larger recorded speedup_spread, at least ``floor``)? None when unknown."""
+    if not ra or not rb or not ra.get("speedup") or not rb.get("speedup"):
+        return None
+    spreads = [r.get("speedup_spread") for r in (ra, rb) if r.get("speedup_spread") is not None]
+    if not spreads:
+        return None
+    return abs(math.log(rb["speedup"] / ra["speedup"])) <= math.log1p(max(max(spreads), floor)) + 1e-12
+
+
 def analyse(op: str, group: str, runs: list) -> dict:
     a, b = runs[0]["_cases"], runs[1]["_cases"] if len(runs) > 1 else {}
     cases, deltas, lat_deltas = [], [], []
     side_deltas = {"latency_base": [], "latency": []}
-    calls_differ = 0
+    calls_differ = spread_known = spread_inside = 0
     for key in sorted(set(a) | set(b), key=str):
         ra, rb = a.get(key), b.get(key)
         d = rel_diff(ra and ra["speedup"], rb and rb["speedup"])
@@ -308,6 +320,10 @@ def analyse(op: str, group: str, runs: list) -> dict:
                 side_deltas[side].append(ld)
         if ra and rb and (ra.get("calls_base"), ra.get("calls")) != (rb.get("calls_base"), rb.get("calls")):
             calls_differ += 1
+        inside = within_spread(ra, rb)
+        if inside is not None:
+            spread_known += 1
+            spread_inside += inside
         cases.append({
             "latency": [ra and [ra["latency_base"], ra["latency"]], rb and [rb["latency_base"], rb["latency"]]],
             "calls": [ra and [ra.get("calls_base"), ra.get("calls")], rb and [rb.get("calls_base"), rb.get("calls")]],
@@ -331,6 +347,10 @@ def analyse(op: str, group: str, runs: list) -> dict:
         "latency_delta_torch": spread(side_deltas["latency_base"]),
         "latency_delta_lib": spread(side_deltas["latency"]),
         "cases_calls_differ": calls_differ,
+        # --repeats: cases whose A/A difference stayed inside the spread either run recorded
+        # (what `opscreen compare` calls "same" by the spread alone)
+        "cases_with_spread": spread_known,
+        "cases_within_spread": spread_inside,
         "cases_without_number": missing,
         "cases_fell_back": len(fell_back),
         "cases": cases,
@@ -371,6 +391,9 @@ def print_table(report: dict) -> None:
             print(f"{op}: |Δlatency| torch side med {pct(t['median'])} p90 {pct(t['p90'])} max {pct(t['max'])}; "
                   f"library side med {pct(g['median'])} p90 {pct(g['p90'])} max {pct(g['max'])}; "
                   f"calls per sample differ in {r['cases_calls_differ']} cases")
+        if r.get("cases_with_spread"):
+            print(f"{op}: {r['cases_within_spread']} of {r['cases_with_spread']} cases differ by no more than "
+                  "the spread between processes either run recorded (--repeats)")
         if "split_median" in r:
             m = r["split_median"]["speedup_delta"]
             print(f"{op}: median of {r['split_median']['k']} runs vs median of {r['split_median']['k']} others: "

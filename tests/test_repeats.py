@@ -285,3 +285,15 @@ def test_resume_refuses_another_number_of_repeats(faults):
     assert result(out, "ok_a")["repeats"]["ran"] == 2
     res = faults.run(out, "--ops", "ok_a", "--devices", "0", "--repeats", "3")
     assert res.returncode == 2 and "measured with other settings" in res.stderr and "repeats" in res.stderr
+
+
+def test_aa_bench_counts_cases_within_the_recorded_spread():
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    from timing_aa import within_spread
+
+    a = {"speedup": 1.0, "speedup_spread": 0.05}
+    assert within_spread(a, {"speedup": 0.96, "speedup_spread": 0.01}) is True
+    assert within_spread(a, {"speedup": 0.94, "speedup_spread": 0.01}) is False
+    assert within_spread(dict(a, speedup_spread=None), {"speedup": 1.004, "speedup_spread": None}) is None
+    assert within_spread({"speedup": 1.0, "speedup_spread": 0.0}, {"speedup": 1.004, "speedup_spread": 0.0}) is True  # the 0.5 % floor
+    assert within_spread(None, a) is None
