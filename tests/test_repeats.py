@@ -297,3 +297,35 @@ def test_aa_bench_counts_cases_within_the_recorded_spread():
     assert within_spread(dict(a, speedup_spread=None), {"speedup": 1.004, "speedup_spread": None}) is None
     assert within_spread({"speedup": 1.0, "speedup_spread": 0.0}, {"speedup": 1.004, "speedup_spread": 0.0}) is True  # the 0.5 % floor
     assert within_spread(None, a) is None
+
+
+def test_a_stop_between_repeats_leaves_the_op_interrupted(tmp_path):
+    """The batch runner's stop event set while repeat 1 runs: repeat 2 never starts and
+    the op is 'interrupted' (a resume runs it again), not 'passed' on one process."""
+    import threading
+
+    from opscreen.repeats import run_repeated
+    from opscreen.runner import OpOutcome
+
+    stop = threading.Event()
+    ran = []
+
+    def run_once(req, out_dir, *, stop=None, echo=None):
+        out_dir.mkdir(parents=True)
+        (out_dir / "record.log").write_text(FIXTURE_RECORD.read_text())
+        ran.append(out_dir.name)
+        stop.set()  # the runner is told to stop while this repeat runs
+        return OpOutcome("passed", 0, 0, 1.5, None, out_dir, "graph")
+
+    class Req:
+        op, repeats, device = "abs", 3, 0
+        target = type("T", (), {"describe": staticmethod(lambda: "benchmark/test_abs.py -m abs")})()
+        backend = type("B", (), {"name": "cuda"})()
+
+    out = run_repeated(Req(), tmp_path / "abs", run_once, stop=stop)
+    assert ran == ["1"]
+    assert out.status == "interrupted" and out.exit_code == 130 and "1 of 3" in out.error
+    assert out.repeats["ran"] == 1 and out.repeats["requested"] == 3
+    assert json.loads((tmp_path / "abs" / "result.json").read_text())["status"] == "interrupted"
+    # what the one process measured is still merged
+    assert all(r.repeats == 1 for r in parse_record_log(tmp_path / "abs" / "record.log").rows)

@@ -244,8 +244,9 @@ def run_repeated(req, out_dir: Path, run_once: Callable[..., Any], *, stop: thre
     bad = next((o for o in outcomes if o.status != "passed"), None)
     last = bad or (outcomes[-1] if outcomes else None)
     duration = sum(o.duration_s for o in outcomes)
-    if last is None:  # stopped before the first repeat
-        outcome = OpOutcome("interrupted", EXIT_INTERRUPTED, None, 0.0, "stopped before the first repeat", out_dir, "", block)
+    if bad is None and len(outcomes) < n:  # stopped between repeats: the op is not done
+        outcome = OpOutcome("interrupted", EXIT_INTERRUPTED, None, duration,
+                            f"stopped after {len(outcomes)} of {n} repeats", out_dir, last.timer if last else "", block)
     else:
         outcome = OpOutcome(last.status, last.exit_code, last.child_returncode, duration, last.error, out_dir, last.timer, block)
     if bad is not None:
