@@ -203,22 +203,32 @@ def run_repeated(req, out_dir: Path, run_once: Callable[..., Any], *, stop: thre
                  echo: Callable[[str], None] | None = None):
     """Run ``req`` ``req.repeats`` times with ``run_once(req, dir, stop=, echo=)`` and
     write the merged op files into ``out_dir``; returns the op's outcome."""
-    from .fsio import atomic_write_text as write_text_atomic
-    from .runner import EXIT_INTERRUPTED, OpOutcome, clear_owned, utcnow, write_json_atomic
+    from .runner import clear_owned, utcnow
 
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     clear_owned(out_dir)
     n = int(req.repeats)
-    started = utcnow()
+    with open(out_dir / "run.log", "w", encoding="utf-8") as log:  # written as the series goes
+
+        def say(line: str, quiet: bool = False) -> None:
+            log.write(line + "\n")
+            log.flush()
+            if echo is not None and not quiet:
+                echo(line + "\n")
+
+        say(f"[opscreen] op {req.op} | {n} repeats, one process each | out {out_dir} | started {utcnow()}")
+        outcome, block = _series(req, out_dir, n, run_once, say, stop, echo)
+    _write_op_files(req, out_dir, outcome, block)
+    return outcome
+
+
+def _series(req, out_dir: Path, n: int, run_once, say, stop, echo):
+    """Run the repeats, merge their record logs, and say how it went; (outcome, block)."""
+    from .fsio import atomic_write_text
+    from .runner import EXIT_INTERRUPTED, OpOutcome
+
     outcomes = []
-    lines = [f"[opscreen] op {req.op} | {n} repeats, one process each | out {out_dir} | started {started}"]
-
-    def say(line: str) -> None:
-        lines.append(line)
-        if echo is not None:
-            echo(line + "\n")
-
     for k in range(1, n + 1):
         if stop is not None and stop.is_set():
             break
@@ -238,7 +248,7 @@ def run_repeated(req, out_dir: Path, run_once: Callable[..., Any], *, stop: thre
             texts.append("")
     merged, counts = merge_record_texts(texts)
     if merged:
-        write_text_atomic(out_dir / "record.log", merged)
+        atomic_write_text(out_dir / "record.log", merged)
     block = {"requested": n, "ran": len(outcomes), "passed": sum(o.status == "passed" for o in outcomes),
              "dir": REPEAT_DIR, "outcomes": [o.status for o in outcomes]}
     bad = next((o for o in outcomes if o.status != "passed"), None)
@@ -253,18 +263,26 @@ def run_repeated(req, out_dir: Path, run_once: Callable[..., Any], *, stop: thre
         # the failing process's own log, for whoever reads run.log (and the batch
         # runner's failure signature): the repeat that passed before it told nothing
         k = outcomes.index(bad) + 1
-        lines.append(f"[opscreen] the log of repeat {k}/{n} ({REPEAT_DIR}/{k}/run.log), which did not pass:")
+        say(f"[opscreen] the log of repeat {k}/{n} ({REPEAT_DIR}/{k}/run.log), which did not pass:", quiet=True)
         try:
-            lines.extend((repeat_dir(out_dir, k) / "run.log").read_text(encoding="utf-8", errors="replace").splitlines())
+            text = (repeat_dir(out_dir, k) / "run.log").read_text(encoding="utf-8", errors="replace")
         except OSError:
-            lines.append("[opscreen] (unreadable)")
+            text = "[opscreen] (unreadable)\n"
+        say(text.rstrip("\n"), quiet=True)
     say(f"[opscreen] merged {len(outcomes)} of {n} repeats: {counts['cases']} cases in record.log "
         f"(medians; spread = max/min - 1 between processes)")
     say(f"[opscreen] result {outcome.status} (exit {outcome.exit_code}, child {outcome.child_returncode}) "
         f"in {duration:.1f} s" + (f" | {outcome.error}" if outcome.error and outcome.status != "passed" else ""))
-    write_text_atomic(out_dir / "run.log", "".join(line + "\n" for line in lines))
+    return outcome, block
+
+
+def _write_op_files(req, out_dir: Path, outcome, block: dict) -> None:
+    """The op's identity (repeat 1's, with the repeats block), child config and result."""
+    from .fsio import atomic_write_text
+    from .runner import write_json_atomic
+
     ident = None
-    if outcomes:
+    if block["ran"]:
         try:
             ident = json.loads((repeat_dir(out_dir, 1) / "run_identity.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -272,12 +290,11 @@ def run_repeated(req, out_dir: Path, run_once: Callable[..., Any], *, stop: thre
     if isinstance(ident, dict):
         ident["repeats"] = block
         ident["outcome"] = outcome.status
-        ident["duration_s"] = round(duration, 3)
+        ident["duration_s"] = round(outcome.duration_s, 3)
         write_json_atomic(out_dir / "run_identity.json", ident)
-    for name in ("child_config.json",):
-        src = repeat_dir(out_dir, 1) / name
-        if src.is_file():
-            write_text_atomic(out_dir / name, src.read_text(encoding="utf-8"))
+    config = repeat_dir(out_dir, 1) / "child_config.json"  # what --replay-from reads
+    if config.is_file():
+        atomic_write_text(out_dir / "child_config.json", config.read_text(encoding="utf-8"))
     write_json_atomic(
         out_dir / "result.json",
         {"schema": 1, "op": req.op, "node": req.target.describe(), "device": req.device, "backend": req.backend.name,
