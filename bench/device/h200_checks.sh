@@ -15,13 +15,14 @@
 #   bash bench/device/h200_checks.sh placement   # bench/placement.py on GPU 0 (torch and FlagGems), repeats on GPU 1
 #   bash bench/device/h200_checks.sh repeats3    # A/A of `opscreen op --repeats 3`; GPU 1 with autotune winners pinned
 #   bash bench/device/h200_checks.sh run-aa      # two `opscreen run --repeats 3` over all GPUs, then compare B with A
+#   bash bench/device/h200_checks.sh mm-repeats  # GPU 0: test_mm warmed, then its A/A at --repeats 3; GPU 1: sum at --repeats 5
 #
 # The FlagGems copy is an archive of ed2508b (not a checkout): OPSCREEN_SUITE_COMMIT declares it.
 #
 # Everything lands in $OUT (the device tool brings back at most 8 files, so each step
 # leaves one tarball and prints its figures last). Budget each step under 9 minutes.
 set -u
-step="${1:?usage: h200_checks.sh inventory|mm|fallback|aa|screen|lanes|mm-split|l2|repeats|placement|repeats3|run-aa}"
+step="${1:?usage: h200_checks.sh inventory|mm|fallback|aa|screen|lanes|mm-split|l2|repeats|placement|repeats3|run-aa|mm-repeats}"
 cd "$(dirname "$0")/../.."
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH="/tmp/site:$PWD/src" FLAGGEMS_ROOT="$PWD/.fg/FlagGems" PYTHONUNBUFFERED=1
@@ -203,6 +204,27 @@ case "$step" in
     python3 -m opscreen summary "$W/runA" | tail -3
     python3 -m opscreen compare "$W/runA" "$W/runB" --top 5 > "$W/compare.txt" 2>&1; echo "compare rc=$?"; head -30 "$W/compare.txt"
     python3 -m opscreen report "$W/runB" --against "$W/runA" | tail -1
+    ;;
+  mm-repeats)
+    # Not yet run. GPU 0: test_mm once cold (fills FlagGems' tuning database and Triton's
+    # cache, ~240 s), then the A/A of `--repeats 3` from those caches; GPU 1: sum, whose
+    # torch side moved 3-26 % between runs of `--repeats 3`, at --repeats ${SUM_REPEATS:-5}.
+    # Autotuning results cached across processes on both.
+    n=$(nvidia-smi -L | wc -l); B=$(( ${BUDGET:-540} - 20 )); node=benchmark/test_mm.py
+    export TRITON_CACHE_AUTOTUNING=1
+    ( export TRITON_CACHE_DIR=/tmp/tc-mmr FLAGGEMS_CACHE_DIR=/tmp/fc-mmr
+      python3 -m opscreen op mm --backend cuda --device 0 --test-node "$node::test_mm" --out "$W/mm-warm" \
+          --timeout $(( B - 60 )) > "$W/mm-warm.console" 2>&1
+      echo "test_mm warm-up: rc=$? at $SECONDS s" >> "$W/mmr.txt"
+      python3 bench/timing_aa.py --suite "$FLAGGEMS_ROOT" --ops mm --fallback-ops '' --device 0 --timeout 300 \
+          --op-args "--test-node $node::test_mm --repeats 3" --out "$W/mm-r3.json" --work /tmp/work-mmr \
+          --deadline $(( B - SECONDS )) >> "$W/mmr.txt" 2>&1 ) &
+    ( export TRITON_CACHE_DIR=/tmp/tc-sumr FLAGGEMS_CACHE_DIR=/tmp/fc-sumr
+      python3 bench/timing_aa.py --suite "$FLAGGEMS_ROOT" --ops sum --fallback-ops '' --device $(( 1 % n )) \
+          --timeout 300 --op-args "--repeats ${SUM_REPEATS:-5}" --out "$W/sum-r.json" --work /tmp/work-sumr \
+          --deadline "$B" > "$W/sumr.txt" 2>&1 ) &
+    wait
+    echo "== mm"; tail -12 "$W/mmr.txt"; echo "== sum"; tail -10 "$W/sumr.txt"
     ;;
   *) echo "unknown step $step" >&2; exit 2 ;;
 esac
