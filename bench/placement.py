@@ -97,7 +97,6 @@ class Timer:
 
     def time(self, g, n):
         torch = self.torch
-        out = []
         with torch.cuda.stream(self.stream):
             g.replay()
             evs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(self.samples)]

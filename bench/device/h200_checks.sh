@@ -185,7 +185,7 @@ case "$step" in
           --op-args "--repeats ${REPEATS:-3}" --timeout 300 --deadline "$B" --device "$g" \
           --out "$W/$name.json" --work "/tmp/work-$name" > "$W/$name.txt" 2>&1 ) &
     }
-    lane 0 r3 "${R3_OPS:-layer_norm,softmax,sum}" OPSCREEN_LANE=0
+    lane 0 r3 "${R3_OPS:-layer_norm,softmax,sum}"
     lane 1 r3-pinned "${R3_PINNED_OPS:-layer_norm,abs}" TRITON_CACHE_AUTOTUNING=1
     wait
     for f in r3 r3-pinned; do echo "== $f"; tail -14 "$W/$f.txt"; done

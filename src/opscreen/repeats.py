@@ -43,14 +43,14 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
+from .child.timed import FALLBACK_PREFIX
 from .errors import UsageError
-from .results.parse import key_of, record_entries
+from .results.parse import _fin, _int, key_of, record_entries
 
 REPEAT_DIR = "repeats"
 MAX_REPEATS = 100
 MEDIAN_FIELDS = ("latency_base", "latency", "gbps_base", "gbps", "tflops", "utilization")
 SIDES = (("_base", "latency_base"), ("", "latency"))
-FALLBACK_PREFIX = "graph-fallback"
 
 
 def validate_repeats(value: Any, name: str = "--repeats") -> int:
@@ -65,13 +65,6 @@ def validate_repeats(value: Any, name: str = "--repeats") -> int:
 
 
 # -- merging record logs -----------------------------------------------------------
-
-
-def _num(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    f = float(v)
-    return f if f == f and f not in (float("inf"), float("-inf")) else None
 
 
 def _spread(values: list[float]) -> float | None:
@@ -119,7 +112,7 @@ def _timer_tag(values: list) -> Any:
 
 def merge_metrics(metrics: list[dict]) -> dict:
     """One case as measured by several processes -> one row (see the module doc)."""
-    measured = [m for m in metrics if _num(m.get("latency")) is not None or _num(m.get("speedup")) is not None]
+    measured = [m for m in metrics if _fin(m.get("latency")) is not None or _fin(m.get("speedup")) is not None]
     if not measured:
         out = dict(metrics[0])
         out["repeats"] = 0
@@ -127,30 +120,30 @@ def merge_metrics(metrics: list[dict]) -> dict:
     out = dict(measured[0])
     out["error_msg"] = None
     for name in MEDIAN_FIELDS:
-        vals = [_num(m.get(name)) for m in measured]
+        vals = [_fin(m.get(name)) for m in measured]
         vals = [v for v in vals if v is not None]
         if vals:
             out[name] = statistics.median(vals)
     speedups = []
     for m in measured:
-        s = _num(m.get("speedup"))
+        s = _fin(m.get("speedup"))
         if s is None:
-            b, l = _num(m.get("latency_base")), _num(m.get("latency"))
+            b, l = _fin(m.get("latency_base")), _fin(m.get("latency"))
             s = b / l if b is not None and l else None
         if s is not None:
             speedups.append(s)
     if speedups:
         out["speedup"] = statistics.median(speedups)
     for suffix, latency_field in SIDES:
-        samples = [m.get("samples" + suffix) for m in measured]
-        if any(isinstance(s, int) and not isinstance(s, bool) for s in samples):
-            out["samples" + suffix] = sum(s for s in samples if isinstance(s, int) and not isinstance(s, bool))
-        rsds = [v for v in (_num(m.get("rsd" + suffix)) for m in measured) if v is not None]
+        samples = [n for n in (_int(m.get("samples" + suffix)) for m in measured) if n is not None]
+        if samples:
+            out["samples" + suffix] = sum(samples)
+        rsds = [v for v in (_fin(m.get("rsd" + suffix)) for m in measured) if v is not None]
         if rsds:
             out["rsd" + suffix] = statistics.median(rsds)
         if ("timer" + suffix) in out:
             out["timer" + suffix] = _timer_tag([m.get("timer" + suffix) for m in measured])
-        out["spread" + suffix] = _spread([_num(m.get(latency_field)) for m in measured])
+        out["spread" + suffix] = _spread([_fin(m.get(latency_field)) for m in measured])
     out["speedup_spread"] = _spread(speedups)
     out["repeats"] = len(measured)
     return out
