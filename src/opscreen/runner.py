@@ -291,10 +291,14 @@ def classify(rc: int | None, timed_out: bool, interrupted: bool, tail) -> tuple[
 
 
 def clear_owned(out_dir: Path) -> None:
+    """Remove what an earlier run left in ``out_dir`` that this one writes again:
+    the owned files, the batch marker, and an earlier ``--repeats`` series."""
     for name in OWNED_FILES + (".complete",):
         p = out_dir / name
         if p.is_file() or p.is_symlink():
             p.unlink()
+    if (out_dir / REPEAT_DIR).is_dir():
+        shutil.rmtree(out_dir / REPEAT_DIR, ignore_errors=True)
 
 
 def run_op(
@@ -308,9 +312,6 @@ def run_op(
     planned_timer(req.backend, req.timer)  # what can be refused is checked before anything is written
     planned_timing(req.backend)
     out_dir = Path(out_dir).resolve()
-    stale = out_dir / REPEAT_DIR
-    if stale.is_dir():  # an earlier run's repeats in the same folder
-        shutil.rmtree(stale, ignore_errors=True)
     if int(req.repeats) > 1:
         return run_repeated(req, out_dir, run_once, stop=stop, echo=echo)
     return run_once(req, out_dir, stop=stop, echo=echo)
