@@ -16,13 +16,14 @@
 #   bash bench/device/h200_checks.sh repeats3    # A/A of `opscreen op --repeats 3`; GPU 1 with autotune winners pinned
 #   bash bench/device/h200_checks.sh run-aa      # two `opscreen run --repeats 3` over all GPUs, then compare B with A
 #   bash bench/device/h200_checks.sh mm-repeats  # GPU 0: test_mm warmed, then its A/A at --repeats 3; GPU 1: sum at --repeats 5
+#   bash bench/device/h200_checks.sh processes   # many processes per op (mm, sum, layer_norm, softmax) for bench/estimators.py
 #
 # The FlagGems copy is an archive of ed2508b (not a checkout): OPSCREEN_SUITE_COMMIT declares it.
 #
 # Everything lands in $OUT (the device tool brings back at most 8 files, so each step
 # leaves one tarball and prints its figures last). Budget each step under 9 minutes.
 set -u
-step="${1:?usage: h200_checks.sh inventory|mm|fallback|aa|screen|lanes|mm-split|l2|repeats|placement|repeats3|run-aa|mm-repeats}"
+step="${1:?usage: h200_checks.sh inventory|mm|fallback|aa|screen|lanes|mm-split|l2|repeats|placement|repeats3|run-aa|mm-repeats|processes}"
 cd "$(dirname "$0")/../.."
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH="/tmp/site:$PWD/src" FLAGGEMS_ROOT="$PWD/.fg/FlagGems" PYTHONUNBUFFERED=1
@@ -225,6 +226,34 @@ case "$step" in
           --deadline "$B" > "$W/sumr.txt" 2>&1 ) &
     wait
     echo "== mm"; tail -12 "$W/mmr.txt"; echo "== sum"; tail -10 "$W/sumr.txt"
+    ;;
+  processes)
+    # One op in many processes (`opscreen op --repeats N`), autotuning results cached
+    # across processes, so that bench/estimators.py can split the processes into two
+    # pretend runs many ways and say which per-case statistic (median, min, mean, ...)
+    # reproduces best at a given number of processes. GPU 0: test_mm cold once (fills
+    # the caches), then test_mm in ${MM_N:-6} processes; GPU 1: sum, layer_norm, softmax.
+    n=$(nvidia-smi -L | wc -l); B=$(( ${BUDGET:-540} - 15 ))
+    export TRITON_CACHE_AUTOTUNING=1
+    many() {  # many GPU NAME N OP [op args...]: stop between processes at the budget
+      local g=$1 name=$2 k=$3 op=$4; shift 4; local t=$(( B - SECONDS ))
+      [ "$t" -lt 40 ] && { echo "$name: skipped (time)"; return; }
+      timeout -s INT "$t" python3 -m opscreen op "$op" --backend cuda --device "$g" --repeats "$k" \
+          --timeout 300 --out "$W/p-$name" "$@" > "$W/p-$name.console" 2>&1
+      echo "$name rc=$? at $SECONDS s: $(ls "$W/p-$name/repeats" 2>/dev/null | wc -l) processes"
+    }
+    ( export TRITON_CACHE_DIR=/tmp/tc-p0 FLAGGEMS_CACHE_DIR=/tmp/fc-p0; node=benchmark/test_mm.py::test_mm
+      python3 -m opscreen op mm --backend cuda --device 0 --test-node "$node" --out "$W/mm-cold" \
+          --timeout $(( B - 100 )) > "$W/mm-cold.console" 2>&1
+      echo "mm cold rc=$? at $SECONDS s"
+      many 0 mm "${MM_N:-6}" mm --test-node "$node" ) > "$W/p0.txt" 2>&1 &
+    ( export TRITON_CACHE_DIR=/tmp/tc-p1 FLAGGEMS_CACHE_DIR=/tmp/fc-p1; g=$(( 1 % n ))
+      many "$g" sum "${SUM_N:-10}" sum
+      many "$g" layer_norm "${LN_N:-8}" layer_norm
+      many "$g" softmax "${SOFTMAX_N:-8}" softmax ) > "$W/p1.txt" 2>&1 &
+    wait
+    cat "$W/p0.txt" "$W/p1.txt"
+    for d in "$W"/p-*/; do python3 bench/estimators.py "$d" --n 3 2>&1 | tail -8; done
     ;;
   *) echo "unknown step $step" >&2; exit 2 ;;
 esac
