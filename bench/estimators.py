@@ -11,7 +11,9 @@ the splits) and the share of splits that meet the A/A target (p90 <= 1 %, max <=
 
 * ``median-speedup``: the median of the per-process speedups (what ``--repeats``
   writes into the op's record.log);
-* ``median``, ``mean``, ``min``: that statistic of each side's latencies, speedup =
+* ``trimmed-speedup``: the mean of the per-process speedups without the largest and
+  the smallest (the median below 4 processes);
+* ``median``, ``mean``, ``trimmed``, ``min``: that statistic of each side's latencies, speedup =
   torch / library.
 * ``low-half``: the mean of the lower half of each side's latencies (n // 2 values,
   at least one).
@@ -53,19 +55,27 @@ def processes(dirs: list[Path]) -> list[dict]:
     return out
 
 
+def _trimmed(vals: list[float]) -> float:
+    """Mean without the largest and the smallest value (the median below 4 values)."""
+    s = sorted(vals)
+    return statistics.fmean(s[1:-1]) if len(s) >= 4 else statistics.median(s)
+
+
 def _low_half(vals: list[float]) -> float:
     s = sorted(vals)
     return statistics.fmean(s[: max(1, len(s) // 2)])
 
 
-SIDE_STATS = {"median": statistics.median, "mean": statistics.fmean, "min": min, "low-half": _low_half}
-STATS = ["median-speedup", *SIDE_STATS]
+SIDE_STATS = {"median": statistics.median, "mean": statistics.fmean, "trimmed": _trimmed, "min": min,
+              "low-half": _low_half}
+SPEEDUP_STATS = {"median-speedup": statistics.median, "trimmed-speedup": _trimmed}
+STATS = [*SPEEDUP_STATS, *SIDE_STATS]
 
 
 def speedup(procs: list[dict], key, stat: str) -> float:
     pairs = [p[key] for p in procs]
-    if stat == "median-speedup":
-        return statistics.median(t / lib for t, lib in pairs)
+    if stat in SPEEDUP_STATS:
+        return SPEEDUP_STATS[stat]([t / lib for t, lib in pairs])
     f = SIDE_STATS[stat]
     return f([t for t, _ in pairs]) / f([lib for _, lib in pairs])
 
