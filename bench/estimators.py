@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import math
 import random
 import statistics
 import sys
@@ -36,6 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from opscreen.results.parse import parse_record_log  # noqa: E402
+from opscreen.results.summary import percentile  # noqa: E402
 
 
 def processes(dirs: list[Path]) -> list[dict]:
@@ -80,11 +80,6 @@ def speedup(procs: list[dict], key, stat: str) -> float:
     return f([t for t, _ in pairs]) / f([lib for _, lib in pairs])
 
 
-def pct(sorted_vals: list[float], q: float) -> float:
-    """Nearest-rank percentile of an ascending list."""
-    return sorted_vals[min(len(sorted_vals) - 1, max(0, math.ceil(q * len(sorted_vals)) - 1))]
-
-
 def splits(total: int, n: int, count: int, rng: random.Random):
     """Up to ``count`` distinct (A, B) pairs of disjoint n-subsets of range(total)."""
     combos = [(a, b) for a in itertools.combinations(range(total), n)
@@ -111,7 +106,7 @@ def evaluate(procs: list[dict], n: int, count: int, seed: int) -> dict:
                 worst[key] = max(worst.get(key, 0.0), d)
             deltas.sort()
             med.append(statistics.median(deltas))
-            p90.append(pct(deltas, 0.9))
+            p90.append(percentile(deltas, 90))
             mx.append(deltas[-1])
             ok += p90[-1] <= 1.0 and mx[-1] <= 3.0
         top = sorted(worst.items(), key=lambda kv: -kv[1])[:3]

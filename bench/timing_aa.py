@@ -45,6 +45,9 @@ from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+from opscreen.results.summary import percentile  # noqa: E402  (the same p90 as `opscreen summary`)
+
 MAIN_OPS = ("add", "softmax", "sum", "abs", "layer_norm", "mm")
 FALLBACK_OPS = ("nonzero", "masked_select", "isin", "bincount", "mode", "unique_consecutive")
 SCHEMA = "opscreen.bench.timing_aa/1"
@@ -53,18 +56,6 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 # -- small statistics ---------------------------------------------------------------
-
-
-def percentile(values, q):
-    """Linear-interpolated percentile, q in [0, 100]; None for no values."""
-    xs = sorted(v for v in values if v is not None and not math.isnan(v))
-    if not xs:
-        return None
-    if len(xs) == 1:
-        return xs[0]
-    pos = (len(xs) - 1) * q / 100.0
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
 def spread(values):

@@ -57,7 +57,6 @@ def test_statistics_on_known_values():
     assert estimators._trimmed([5.0, 1.0, 3.0]) == 3.0  # the median below 4 values
     assert estimators._low_half([4.0, 1.0, 3.0, 2.0]) == 1.5
     assert estimators._low_half([7.0]) == 7.0
-    assert estimators.pct([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0], 0.9) == 9.0
 
 
 def test_a_rare_slow_mode_is_absorbed_by_min_not_by_mean(tmp_path):

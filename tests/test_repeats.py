@@ -15,7 +15,7 @@ from opscreen.errors import UsageError
 from opscreen.repeats import merge_metrics, merge_record_texts, validate_repeats
 from opscreen.results.compare import Verdict, compare_summaries
 from opscreen.results.parse import parse_record_log, parse_record_log_text
-from opscreen.results.summary import COLUMNS, Summary, build_summary
+from opscreen.results.summary import COLUMNS, Summary, build_summary, format_summary
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_batch_faults import faults, kill_after, result, status_rows  # noqa: E402,F401  (faults: the shared fixture)
@@ -158,6 +158,29 @@ def test_compare_widens_the_band_to_the_spread_between_processes():
     assert beyond.verdict == Verdict.SLOWER and beyond.basis == "noise+spread"
 
 
+def test_summary_says_how_far_processes_disagreed():
+    def row(shape, spread, repeats=3, status="ok"):
+        d = dict.fromkeys(COLUMNS)
+        d.update(op="sum", dtype="float16", shape=shape, status=status, speedup=1.0,
+                 repeats=repeats, speedup_spread=spread)
+        return [d[c] for c in COLUMNS]
+
+    rows = [row(f"[[{k}]]", k / 100) for k in range(1, 11)]  # 1 % .. 10 %
+    rows += [row("[[1]]", 0.5, repeats=1), row("[[2]]", 0.9, status="failed"), row("[[3]]", None)]
+    s = Summary(kind="op", name="x", identity={}, caliber={}, ops=[], rows=rows)
+    sp = s.spread_stats()
+    assert sp["rows"] == 10 and sp["max"] == pytest.approx(0.10)  # one process, failed, no spread: left out
+    assert sp["median"] == pytest.approx(0.055) and sp["p90"] == pytest.approx(0.091)
+    assert sp["over"] == 7 and [w["shape"] for w in sp["worst"]] == ["[[10]]", "[[9]]", "[[8]]", "[[7]]", "[[6]]"]
+    text = format_summary(s)
+    assert "between processes" in text and "7 over 3%" in text and "max 10.0%" in text
+    assert "[[10]]  (3 processes)" in text
+    assert json.loads(s.to_json_text())["spread"]["over"] == 7
+    single = Summary(kind="op", name="x", identity={}, caliber={}, ops=[], rows=[row("[[1]]", None, repeats=None)])
+    assert single.spread_stats() is None and "between processes" not in format_summary(single)
+    assert json.loads(single.to_json_text())["spread"] is None
+
+
 # -- end to end ---------------------------------------------------------------------------
 
 
@@ -191,6 +214,9 @@ def test_op_repeats_on_the_sample_suite(cli, tmp_path):
     rows = list(s.row_dicts())
     assert rows and all(r["repeats"] == 3 and r["speedup_spread"] is not None for r in rows)
     assert s.ops[0].status == "passed"
+    assert s.spread_stats()["rows"] == len(rows)
+    res = cli("summary", out, cwd=tmp_path)
+    assert res.returncode == 0 and f"between processes (--repeats; speedup max/min - 1 per row): {len(rows)} rows" in res.stdout
     res = cli("report", out, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert "3 processes: ±" in (out / "report.html").read_text()

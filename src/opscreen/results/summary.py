@@ -57,6 +57,10 @@ COLUMNS = [
     "repeats", "torch_spread", "lib_spread", "speedup_spread",
 ]  # fmt: skip
 COL = {name: i for i, name in enumerate(COLUMNS)}
+# A row whose processes (--repeats) disagree by more than this cannot be reproduced to
+# within 3 % by another run of as many processes (bench/results/2026-11-29-h200x2-processes.md).
+UNSTABLE_SPREAD = 0.03
+SPREAD_WORST = 5
 
 _OP_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -131,6 +135,22 @@ class Summary:
         by = {d: {"geomean": _exp_mean(v), "rows": len(v)} for d, v in sorted(logs.items())}
         return {"overall": _exp_mean(allv), "rows": len(allv), "by_dtype": by}
 
+    def spread_stats(self) -> dict | None:
+        """How far the processes of ``--repeats`` rows disagreed (``speedup_spread``):
+        rows, median / p90 / max, rows over :data:`UNSTABLE_SPREAD` and the worst rows;
+        None where no row merged two or more processes."""
+        ri, si, ssi = COL["repeats"], COL["status"], COL["speedup_spread"]
+        rows = [r for r in self.rows if r[si] == "ok" and (r[ri] or 0) >= 2 and r[ssi] is not None]
+        if not rows:
+            return None
+        xs = [r[ssi] for r in rows]
+        worst = sorted(rows, key=lambda r: -r[ssi])[:SPREAD_WORST]
+        return {
+            "rows": len(xs), "median": percentile(xs, 50), "p90": percentile(xs, 90), "max": max(xs),
+            "over": sum(1 for x in xs if x > UNSTABLE_SPREAD), "over_limit": UNSTABLE_SPREAD,
+            "worst": [{k: r[COL[k]] for k in ("op", "dtype", "shape", "repeats", "speedup_spread")} for r in worst],
+        }
+
     def to_json_text(self) -> str:
         head = {
             "version": self.version,
@@ -141,6 +161,7 @@ class Summary:
             "caliber": self.caliber,
             "counts": {"rows": self.row_counts(), "ops": self.op_counts()},
             "geomean": self.geomeans(),
+            "spread": self.spread_stats(),
             "ops": [asdict(o) for o in self.ops],
             "columns": COLUMNS,
         }
@@ -155,6 +176,16 @@ class Summary:
     def row_dicts(self) -> Iterable[dict]:
         for r in self.rows:
             yield dict(zip(COLUMNS, r))
+
+
+def percentile(values: Iterable[float | None], q: float) -> float | None:
+    """Linearly interpolated percentile of the finite values, q in [0, 100]; None for none."""
+    xs = sorted(v for v in values if v is not None and math.isfinite(v))
+    if not xs:
+        return None
+    pos = (len(xs) - 1) * q / 100.0
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
 def _exp_mean(logs: list[float]) -> float | None:
@@ -485,4 +516,19 @@ def format_summary(s: Summary) -> str:
     for d, v in g["by_dtype"].items():
         lines.append(f"  {d or '?':<12} {_fmt(v['geomean'])}  ({v['rows']} rows)")
     lines.append(f"  {'overall':<12} {_fmt(g['overall'])}  ({g['rows']} rows)")
+    sp = s.spread_stats()
+    if sp:
+        lines.append(
+            f"between processes (--repeats; speedup max/min - 1 per row): {sp['rows']} rows, median "
+            f"{_pct(sp['median'])}, p90 {_pct(sp['p90'])}, max {_pct(sp['max'])}; "
+            f"{sp['over']} over {_pct(sp['over_limit'], 0)} (a rerun may differ by as much)"
+        )
+        for w in sp["worst"]:
+            if w["speedup_spread"] > sp["over_limit"]:
+                lines.append(f"  {_pct(w['speedup_spread']):>7}  {w['op']:<20} {w['dtype'] or '?':<9} "
+                             f"{w['shape']}  ({w['repeats']} processes)")
     return "\n".join(lines)
+
+
+def _pct(v: float | None, nd: int = 1) -> str:
+    return "-" if v is None else f"{100 * v:.{nd}f}%"
