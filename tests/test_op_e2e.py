@@ -170,6 +170,11 @@ def test_timeout_kills_whole_group(cli, fault_suite, tmp_path):
         (["op", "add", "--shape-mode", "/no/such/file.yaml"], "SHAPE_MODE"),
         (["op", "add", "--use-flagtune", "2"], "invalid choice"),
         (["op", "add", "--suite", "/nonexistent"], "no benchmark/"),
+        (["op", "add", "--timeout", "0"], "--timeout 0.0: give a positive number of seconds"),
+        (["op", "add", "--timeout", "nan"], "--timeout nan"),
+        (["op", "add", "--grace", "-1"], "--grace -1.0: give a number of seconds >= 0"),
+        (["run", "--ops", "add", "--grace", "-1"], "--grace -1.0"),
+        (["run", "--ops", "add", "--timeout", "inf"], "--timeout inf"),
     ],
 )
 def test_usage_errors_exit_2_one_line_nothing_written(cli, tmp_path, args, needle):

@@ -4,7 +4,24 @@
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass, field, fields
+
+from .errors import UsageError
+
+
+def check_timeout(value: float | None) -> float | None:
+    """``--timeout``: a finite number of seconds > 0 (None: no limit), else a one-line UsageError."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise UsageError(f"--timeout {value}: give a positive number of seconds")
+    return value
+
+
+def check_grace(value: float) -> float:
+    """``--grace``: a finite number of seconds >= 0, else a one-line UsageError."""
+    if not (math.isfinite(value) and value >= 0):
+        raise UsageError(f"--grace {value}: give a number of seconds >= 0")
+    return value
 
 
 @dataclass(kw_only=True)

@@ -90,8 +90,9 @@ def run(args) -> int:
     from ..assets.inventory import build_inventory, default_suite_root, dump_inventory, inventory_dict
 
     suites = args.suite or [str(default_suite_root())]
-    if args.timeout is not None and args.timeout <= 0:
-        raise UsageError("--timeout must be positive")
+    from ..measure import check_timeout
+
+    check_timeout(args.timeout)
     jobs = args.jobs if args.jobs is not None else min(4, os.cpu_count() or 1)
     if jobs < 1:
         raise UsageError("--jobs must be at least 1")

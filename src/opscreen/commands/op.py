@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..backends import resolve, select
 from ..errors import UsageError
+from ..measure import check_grace, check_timeout
 from ..plan import TIMERS
 from ..providers.flaggems import NodeSpec, Suite, parse_dtypes, safe_dir_name
 from ..repeats import validate_repeats
@@ -111,9 +112,8 @@ def build_request(args) -> OpRequest:
     device = args.device if args.device is not None else int(rp.get("device", 0))
     if device < 0:
         raise UsageError(f"--device {device}: give a device index >= 0")
-    timeout = args.timeout if args.timeout is not None else rp.get("timeout", 1800.0)
-    if timeout is not None and timeout <= 0:
-        raise UsageError("--timeout must be positive")
+    timeout = check_timeout(args.timeout if args.timeout is not None else rp.get("timeout", 1800.0))
+    grace = check_grace(args.grace if args.grace is not None else rp.get("grace", 10.0))
     extra = list(args.pytest_args) if args.pytest_args else list(rp.get("extra_args", []))
     return OpRequest(
         op=target.op,
@@ -131,7 +131,7 @@ def build_request(args) -> OpRequest:
             "USE_FLAGTUNE_COST_MODEL",
         ),
         timeout=timeout,
-        grace=args.grace if args.grace is not None else rp.get("grace", 10.0),
+        grace=grace,
         extra_args=extra,
         repeats=validate_repeats(args.repeats if args.repeats is not None else rp.get("repeats", 1)),
         color=sys.stdout.isatty() and not _env("NO_COLOR"),

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from ..errors import UsageError
+from ..measure import check_grace, check_timeout
 from ..plan import TIMERS, planned_timer
 from ..repeats import validate_repeats
 from ._common import add_backend_arguments
@@ -261,13 +262,9 @@ def _explicit(args) -> dict:
     elif env("USE_FLAGTUNE_COST_MODEL"):
         ex["use_flagtune_cost_model"] = env("USE_FLAGTUNE_COST_MODEL")
     if args.timeout is not None:
-        if args.timeout <= 0:
-            raise UsageError("--timeout must be positive")
-        ex["timeout"] = args.timeout
+        ex["timeout"] = check_timeout(args.timeout)
     if args.grace is not None:
-        if args.grace < 0:
-            raise UsageError("--grace must be >= 0")
-        ex["grace"] = args.grace
+        ex["grace"] = check_grace(args.grace)
     if args.repeats is not None:
         ex["repeats"] = validate_repeats(args.repeats)
     if args.retries is not None:
