@@ -84,6 +84,15 @@ def test_against_shows_the_comparison_regressions_first(tmp_path):
         return lib_ms * (1.3 if op == "op0001" else 0.7 if op == "op0004" else 1.0)
 
     make_run(b, n_ops=6, seed=9, statuses=st, perturb=perturb, caliber={"suite_commit": "cafe"})
+    status = b / "ops_status.csv"  # op0002 measured on device 7 in B (2 in A)
+    lines = [line.split(",") for line in status.read_text().splitlines()]
+    dev = lines[0].index("device")
+    for f in lines:
+        if f[0] == "op0002":
+            f[dev] = "7"
+    status.write_text("\n".join(",".join(f) for f in lines) + "\n")
+    res = b / "ops" / "op0002" / "result.json"
+    res.write_text(json.dumps(dict(json.loads(res.read_text()), device=7)))
     assert main(["report", str(b), "--against", str(a)]) == 0
     html = (b / "report.html").read_text()
     comp = html[html.index('<section id="compare">') :]
@@ -92,6 +101,7 @@ def test_against_shows_the_comparison_regressions_first(tmp_path):
     assert comp.index("Regressions") < comp.index("Improvements")
     assert "op0001" in comp[comp.index("Regressions") : comp.index("Improvements")]
     assert "cafe" in comp and "axis" in comp
+    assert "1 op on another device in B: op0002 2 -&gt; 7" in comp
     assert html.index('id="compare"') < html.index('id="distribution"')
     for link in _links(html):
         assert not re.match(r"^(https?:)?//", link), link

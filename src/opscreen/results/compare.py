@@ -249,6 +249,23 @@ class Comparison:
     min_change: float = DEFAULT_MIN_CHANGE
     floors: dict[str, float] = field(default_factory=dict)  # op -> A/A floor (|ln ratio|)
 
+    def moved_ops(self) -> dict[str, tuple[str, str]]:
+        """Ops measured in both runs on another device in B than in A: op -> (A's, B's).
+        Two chips of one model can differ on a case by a few percent, per case and
+        stable over processes (``bench/results/2026-11-29-h200x2-processes.md``), a
+        difference neither run's noise nor spread shows."""
+        idev, iop, ist = COL["device"], COL["op"], COL["status"]
+
+        def devices(s: Summary) -> dict[str, str]:
+            out: dict[str, str] = {}
+            for r in s.rows:
+                if r[ist] == "ok" and r[idev] not in (None, ""):
+                    out.setdefault(r[iop], str(r[idev]))
+            return out
+
+        da, db = devices(self.a), devices(self.b)
+        return {op: (da[op], db[op]) for op in sorted(da.keys() & db.keys()) if da[op] != db[op]}
+
     def counts(self) -> dict[str, int]:
         out = {v.value: 0 for v in Verdict}
         for r in self.rows:
@@ -454,6 +471,12 @@ def _chg(v: float | None) -> str:
     return "-" if v is None else f"{v * 100:+.1f}%"
 
 
+def _moved_list(moved: dict[str, tuple[str, str]], n: int = 8) -> str:
+    """``op A -> B, ...`` for the first ``n`` moved ops, then how many more."""
+    items = [f"{op} {x} -> {y}" for op, (x, y) in list(moved.items())[:n]]
+    return ", ".join(items) + (f", and {len(moved) - n} more" if len(moved) > n else "")
+
+
 def _short_shape(s: str, n: int = 48) -> str:
     return s if len(s) <= n else s[: n - 3] + "..."
 
@@ -476,6 +499,10 @@ def format_comparison(c: Comparison, *, top: int = 10, ops_top: int = 10) -> str
         L.append(f"dtypes differ: A {_show(chk.dtypes[0])}, B {_show(chk.dtypes[1])} (rows only join where both have them)")
     for f, x, y in chk.info:
         L.append(f"also differs: {f}: A {_show(x)}, B {_show(y)}")
+    moved = c.moved_ops()
+    if moved:
+        L.append(f"devices: {len(moved)} op{'s' if len(moved) != 1 else ''} ran on another device in B ({_moved_list(moved)}); "
+                 "chips of one model can differ on a case by a few %, which no band here covers")
     cnt = c.counts()
     both = cnt["slower"] + cnt["faster"] + cnt["same"]
     L.append(

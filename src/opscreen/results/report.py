@@ -22,7 +22,7 @@ from urllib.parse import quote
 
 from .. import __version__
 from ._io import write_atomic
-from .compare import Comparison, _show
+from .compare import Comparison, _moved_list, _show
 from .summary import COL, Summary
 
 __all__ = ["render_report", "write_report", "speedup_plot_svg"]
@@ -416,6 +416,11 @@ def _compare_section(c: Comparison) -> str:
         kv.append(f"<tr><td>dtypes</td><td>{e(_show(chk.dtypes[0]))} → {e(_show(chk.dtypes[1]))}</td><td>rows join where both have them</td></tr>")
     for f, x, y in chk.info:
         kv.append(f"<tr><td>{e(f)}</td><td>{e(_show(x))} → {e(_show(y))}</td><td>differs</td></tr>")
+    moved = c.moved_ops()
+    if moved:
+        kv.append(f"<tr><td>device</td><td>{len(moved)} op{'s' if len(moved) != 1 else ''} on another device in B: "
+                  f"{e(_moved_list(moved))}</td>"
+                  '<td class="warn">chips of one model can differ on a case by a few %</td></tr>')
     if chk.unknown:
         parts.append(f'<div class="alert">caliber unknown for {e(" and ".join(chk.unknown))}: how the runs were measured cannot be checked</div>')
     parts.append(f'<table class="kv"><tr><th>caliber</th><th>A → B</th><th></th></tr>{"".join(kv)}</table>')
