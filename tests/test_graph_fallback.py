@@ -306,6 +306,45 @@ def test_l2_flush_with_a_minimum_flushes_only_long_calls(ms, flushed):
     _clean(api)
 
 
+def test_rest_ratio_idles_the_device_after_each_sample_and_times_no_launch_gap():
+    """rest_ratio 1: every sample is a lead replay then the timed one, waited for, then
+    a host sleep as long as both (a 50 % duty cycle); the numbers are unchanged."""
+    api = FakeGraphAPI()
+    replays = []
+    real_replay = api.replay
+
+    def replay(graph):
+        replays.append(api.now)
+        real_replay(graph)
+
+    api.replay = replay
+    slept = []
+    settings = Settings(**{**FAST.__dict__, "rest_ratio": 1.0})
+    res = G.measure_graph(Op(api, ms=0.05), settings, api, Direct(), sleep=slept.append)
+    n_calls = res.extra["calls_per_replay"]
+    assert res.timer == "graph" and res.extra["rest_ratio"] == 1.0
+    assert res.output("median") == pytest.approx(0.05)
+    assert len(slept) == res.stats.n
+    # each sleep = rest x (lead + timed replay) in seconds
+    assert slept == pytest.approx([2 * 0.05 * n_calls / 1000.0] * res.stats.n)
+    assert api.syncs >= res.stats.n
+    # sampling replays: 2 per sample (the probe's replays come before)
+    assert len(replays) - (1 + G.PROBE_REPLAYS) == 2 * res.stats.n
+    _clean(api)
+    # off by default: no sleep, no rest_ratio in the row's extras
+    api2, slept2 = FakeGraphAPI(), []
+    res2 = G.measure_graph(Op(api2, ms=0.05), FAST, api2, Direct(), sleep=slept2.append)
+    assert slept2 == [] and "rest_ratio" not in res2.extra
+
+
+def test_rest_ratio_setting_from_the_environment():
+    assert Settings.from_config({}, {"OPSCREEN_REST_RATIO": "0.5"}).rest_ratio == 0.5
+    assert Settings.from_config({}, {"OPSCREEN_REST_RATIO": "-1"}).rest_ratio == 0.0
+    assert Settings.from_config({}, {}).rest_ratio == 0.0
+    assert "rest_ratio=0.5" in Settings.from_config({}, {"OPSCREEN_REST_RATIO": "0.5"}).describe()
+    assert "rest_ratio" not in Settings().describe()
+
+
 def test_graph_module_registers_its_provider():
     assert timed.graph_provider() is G.PROVIDER
 

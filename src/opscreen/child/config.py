@@ -39,6 +39,7 @@ TIMING_DEFAULTS: dict[str, Any] = {
     "max_calls_per_sample": 1024,
     "max_warmup_s": 30.0,
     "l2_flush_min_ms": 0.0,
+    "rest_ratio": 0.0,
     "capture_error_mode": "thread_local",
     "patch_modules": ["benchmark.base"],
 }
@@ -56,6 +57,7 @@ TIMING_ENV = {
     "OPSCREEN_MAX_CALLS_PER_SAMPLE": "max_calls_per_sample",
     "OPSCREEN_MAX_WARMUP_S": "max_warmup_s",
     "OPSCREEN_L2_FLUSH_MIN_MS": "l2_flush_min_ms",
+    "OPSCREEN_REST_RATIO": "rest_ratio",
     "OPSCREEN_CAPTURE_ERROR_MODE": "capture_error_mode",
 }
 ENV_TIMER = "OPSCREEN_TIMER"

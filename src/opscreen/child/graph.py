@@ -323,7 +323,8 @@ PROBE_REPLAYS = 3
 
 def measure_graph(call: Callable[[], Any], settings: Settings, api: GraphAPI,
                   direct: Callable[[], Result], clock: Callable[[], float] = time.perf_counter,
-                  exit_fn: Optional[Callable[[str, str], Any]] = None) -> Result:
+                  exit_fn: Optional[Callable[[str, str], Any]] = None,
+                  sleep: Callable[[float], Any] = time.sleep) -> Result:
     """Time ``call`` by graph replay; on a recoverable failure, time it with ``direct()``.
 
     Returns a :class:`~opscreen.child.timing.Result` with timer ``graph``, or the
@@ -397,7 +398,11 @@ def measure_graph(call: Callable[[], Any], settings: Settings, api: GraphAPI,
 
             phase = "replay"
 
+            rest = settings.rest_ratio
+
             def take(b: int) -> list:
+                if rest > 0:
+                    return take_rested(b)
                 api.replay(graph)  # untimed: keeps the device busy while the timed ones queue
                 pairs = []
                 for _ in range(b):
@@ -411,9 +416,30 @@ def measure_graph(call: Callable[[], Any], settings: Settings, api: GraphAPI,
                 api.synchronize()
                 return [float(s.elapsed_time(e)) / n_calls for s, e in pairs]
 
+            def take_rested(b: int) -> list:
+                # Each sample: an untimed lead replay (the timed replay is launched while
+                # it runs, so no launch gap is timed), the timed replay, then the device
+                # idles rest x the busy time: a duty cycle of 1 / (1 + rest).
+                out = []
+                for _ in range(b):
+                    api.replay(graph)
+                    if flush:
+                        api.flush_l2()
+                    start, end = api.event(), api.event()
+                    start.record()
+                    api.replay(graph)
+                    end.record()
+                    api.synchronize()
+                    ms = float(start.elapsed_time(end))
+                    out.append(ms / n_calls)
+                    sleep(rest * 2.0 * ms / 1000.0)
+                return out
+
             stats = adaptive_sample(take, settings, clock)
-        return Result(_timed.TIMER_GRAPH, stats,
-                      extra={"calls_per_replay": n_calls, "warmup_calls": w.calls, "l2_flush": flush})
+        extra = {"calls_per_replay": n_calls, "warmup_calls": w.calls, "l2_flush": flush}
+        if rest > 0:
+            extra["rest_ratio"] = rest
+        return Result(_timed.TIMER_GRAPH, stats, extra=extra)
     except Exception as exc:
         verdict = _errors.exit_if_fatal(exc, exit_fn)
         if graph is not None:
