@@ -17,13 +17,14 @@
 #   bash bench/device/h200_checks.sh run-aa      # two `opscreen run --repeats 3` over all GPUs, then compare B with A
 #   bash bench/device/h200_checks.sh mm-repeats  # GPU 0: test_mm warmed, then its A/A at --repeats 3; GPU 1: sum at --repeats 5
 #   bash bench/device/h200_checks.sh processes   # many processes per op (mm, sum, layer_norm, softmax) for bench/estimators.py
+#   bash bench/device/h200_checks.sh rest        # test_mm with samples back to back vs OPSCREEN_REST_RATIO=1, clocks logged
 #
 # The FlagGems copy is an archive of ed2508b (not a checkout): OPSCREEN_SUITE_COMMIT declares it.
 #
 # Everything lands in $OUT (the device tool brings back at most 8 files, so each step
 # leaves one tarball and prints its figures last). Budget each step under 9 minutes.
 set -u
-step="${1:?usage: h200_checks.sh inventory|mm|fallback|aa|screen|lanes|mm-split|l2|repeats|placement|repeats3|run-aa|mm-repeats|processes}"
+step="${1:?usage: h200_checks.sh inventory|mm|fallback|aa|screen|lanes|mm-split|l2|repeats|placement|repeats3|run-aa|mm-repeats|processes|rest}"
 cd "$(dirname "$0")/../.."
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH="/tmp/site:$PWD/src" FLAGGEMS_ROOT="$PWD/.fg/FlagGems" PYTHONUNBUFFERED=1
@@ -254,6 +255,43 @@ case "$step" in
     wait
     cat "$W/p0.txt" "$W/p1.txt"
     for d in "$W"/p-*/; do python3 bench/estimators.py "$d" --n 3 2>&1 | tail -8; done
+    ;;
+  rest)
+    # Does idle time between samples (OPSCREEN_REST_RATIO) steady the GEMMs near the
+    # power limit? test_mm, one dtype per GPU: cold once, then 3 x (back to back,
+    # rest 1) processes interleaved; SM clock, power and throttle reasons every 100 ms.
+    n=$(nvidia-smi -L | wc -l); B=$(( ${BUDGET:-540} - 20 )); node=benchmark/test_mm.py::test_mm
+    export TRITON_CACHE_AUTOTUNING=1
+    nvidia-smi --query-gpu=timestamp,index,clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+        --format=csv,noheader,nounits -lms 100 > "$W/smi.csv" 2>&1 & smi=$!
+    lane() {  # lane GPU DTYPE
+      local g=$1 dt=$2 t k r
+      export TRITON_CACHE_DIR=/tmp/tc-r$g FLAGGEMS_CACHE_DIR=/tmp/fc-r$g
+      python3 -m opscreen op mm --backend cuda --device "$g" --test-node "$node" --dtypes "$dt" \
+          --out "$W/r$g-cold" --timeout $(( B - 120 )) > "$W/r$g-cold.console" 2>&1
+      echo "gpu $g $dt cold rc=$? at $SECONDS s"
+      for k in 1 2 3; do for r in 0 1; do
+        t=$(( B - SECONDS )); [ "$t" -lt 45 ] && { echo "gpu $g rest$r #$k: skipped (time)"; continue; }
+        OPSCREEN_REST_RATIO=$r python3 -m opscreen op mm --backend cuda --device "$g" --test-node "$node" \
+            --dtypes "$dt" --out "$W/r$g-rest$r-$k" --timeout "$t" > "$W/r$g-rest$r-$k.console" 2>&1
+        echo "gpu $g $dt rest$r #$k rc=$? at $SECONDS s"
+      done; done
+    }
+    lane 0 float16 > "$W/lane0.txt" 2>&1 & p0=$!
+    lane $(( 1 % n )) bfloat16 > "$W/lane1.txt" 2>&1 & p1=$!
+    wait "$p0" "$p1"; kill "$smi" 2>/dev/null
+    cat "$W/lane0.txt" "$W/lane1.txt"
+    python3 - "$W" <<'PY'
+import sys
+from pathlib import Path
+from opscreen.results.parse import parse_record_log
+w = Path(sys.argv[1])
+for d in sorted(w.glob("r*-rest*-*")):
+    for r in parse_record_log(d / "record.log").rows:
+        if r.torch_ms and r.lib_ms and r.torch_ms > 0.1:
+            print(f"{d.name:<12} {r.dtype:<9} {r.shape:<28} torch {r.torch_ms * 1e3:8.1f} us rsd {100 * (r.torch_rsd or 0):5.2f}% "
+                  f"n {r.torch_samples} | lib {r.lib_ms * 1e3:8.1f} us rsd {100 * (r.lib_rsd or 0):5.2f}% n {r.lib_samples}")
+PY
     ;;
   *) echo "unknown step $step" >&2; exit 2 ;;
 esac
