@@ -307,8 +307,9 @@ def test_l2_flush_with_a_minimum_flushes_only_long_calls(ms, flushed):
 
 
 def test_rest_ratio_idles_the_device_after_each_sample_and_times_no_launch_gap():
-    """rest_ratio 1: every sample is a lead replay then the timed one, waited for, then
-    a host sleep as long as both (a 50 % duty cycle); the numbers are unchanged."""
+    """rest_ratio 1 (the default): every sample is a lead replay then the timed one,
+    waited for, then a host sleep as long as both (a 50 % duty cycle); the numbers are
+    unchanged."""
     api = FakeGraphAPI()
     replays = []
     real_replay = api.replay
@@ -331,18 +332,18 @@ def test_rest_ratio_idles_the_device_after_each_sample_and_times_no_launch_gap()
     # sampling replays: 2 per sample (the probe's replays come before)
     assert len(replays) - (1 + G.PROBE_REPLAYS) == 2 * res.stats.n
     _clean(api)
-    # off by default: no sleep, no rest_ratio in the row's extras
+    # rest_ratio 0: samples back to back, no sleep, no rest_ratio in the row's extras
     api2, slept2 = FakeGraphAPI(), []
-    res2 = G.measure_graph(Op(api2, ms=0.05), FAST, api2, Direct(), sleep=slept2.append)
-    assert slept2 == [] and "rest_ratio" not in res2.extra
+    res2 = G.measure_graph(Op(api2, ms=0.05), Settings(**{**FAST.__dict__, "rest_ratio": 0.0}), api2, Direct(),
+                           sleep=slept2.append)
+    assert slept2 == [] and "rest_ratio" not in res2.extra and res2.output("median") == pytest.approx(0.05)
 
 
 def test_rest_ratio_setting_from_the_environment():
     assert Settings.from_config({}, {"OPSCREEN_REST_RATIO": "0.5"}).rest_ratio == 0.5
     assert Settings.from_config({}, {"OPSCREEN_REST_RATIO": "-1"}).rest_ratio == 0.0
-    assert Settings.from_config({}, {}).rest_ratio == 0.0
+    assert Settings.from_config({}, {}).rest_ratio == 1.0 == Settings().rest_ratio  # on by default
     assert "rest_ratio=0.5" in Settings.from_config({}, {"OPSCREEN_REST_RATIO": "0.5"}).describe()
-    assert "rest_ratio" not in Settings().describe()
 
 
 def test_graph_module_registers_its_provider():

@@ -39,7 +39,7 @@ TIMING_DEFAULTS: dict[str, Any] = {
     "max_calls_per_sample": 1024,
     "max_warmup_s": 30.0,
     "l2_flush_min_ms": 0.0,
-    "rest_ratio": 0.0,
+    "rest_ratio": 1.0,
     "capture_error_mode": "thread_local",
     "patch_modules": ["benchmark.base"],
 }

@@ -94,11 +94,11 @@ class Settings:
     # With l2_flush on: flush only for cases whose device time per call is at least
     # this (ms); smaller cases keep many calls per sample and a warm L2. 0: flush all.
     l2_flush_min_ms: float = 0.0
-    # Graph timer: after each sample, leave the device idle for this many times the
-    # sample's device time (0: samples back to back). A GEMM near the power limit
-    # lowers its clocks under back-to-back replays; idle time between samples keeps
-    # the device below the limit (docs/timing.md).
-    rest_ratio: float = 0.0
+    # Graph timer: after each sample, leave the device idle for this many times its
+    # busy time (0: samples back to back). A GEMM near the power limit lowers its
+    # clocks under back-to-back replays and reads 10-20 % slower in some processes;
+    # idle time between samples keeps it below the limit (docs/timing.md).
+    rest_ratio: float = 1.0
     capture_error_mode: str = "thread_local"
 
     @classmethod
@@ -127,8 +127,7 @@ class Settings:
     def describe(self) -> str:
         return (f"target_rsd={self.target_rsd:g} min_samples={self.min_samples} max_samples={self.max_samples} "
                 f"max_time_s={self.max_time_s:g} warmup_calls={self.warmup_calls} warmup_ms={self.warmup_ms:g} "
-                f"sample_ms={self.sample_ms:g} l2_flush={self._flush_words()}"
-                + (f" rest_ratio={self.rest_ratio:g}" if self.rest_ratio > 0 else ""))
+                f"sample_ms={self.sample_ms:g} l2_flush={self._flush_words()} rest_ratio={self.rest_ratio:g}")
 
     def _flush_words(self) -> str:
         if not self.l2_flush:
