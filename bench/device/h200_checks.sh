@@ -15,7 +15,7 @@
 #   bash bench/device/h200_checks.sh placement   # bench/placement.py on GPU 0 (torch and FlagGems), repeats on GPU 1
 #   bash bench/device/h200_checks.sh repeats3    # A/A of `opscreen op --repeats 3`; GPU 1 with autotune winners pinned
 #   bash bench/device/h200_checks.sh run-aa      # two `opscreen run --repeats 3` over all GPUs, then compare B with A
-#   bash bench/device/h200_checks.sh mm-repeats  # GPU 0: test_mm warmed, then its A/A at --repeats 3; GPU 1: sum at --repeats 5
+#   bash bench/device/h200_checks.sh mm-repeats  # every GPU: test_mm warmed, then its A/A at --repeats 3
 #   bash bench/device/h200_checks.sh processes   # many processes per op (mm, sum, layer_norm, softmax) for bench/estimators.py
 #   bash bench/device/h200_checks.sh rest        # test_mm with samples back to back vs OPSCREEN_REST_RATIO=1, clocks logged
 #
@@ -208,25 +208,27 @@ case "$step" in
     python3 -m opscreen report "$W/runB" --against "$W/runA" | tail -1
     ;;
   mm-repeats)
-    # Not yet run. GPU 0: test_mm once cold (fills FlagGems' tuning database and Triton's
-    # cache, ~240 s), then the A/A of `--repeats 3` from those caches; GPU 1: sum, whose
-    # torch side moved 3-26 % between runs of `--repeats 3`, at --repeats ${SUM_REPEATS:-5}.
-    # Autotuning results cached across processes on both.
-    n=$(nvidia-smi -L | wc -l); B=$(( ${BUDGET:-540} - 20 )); node=benchmark/test_mm.py
+    # test_mm A/A at --repeats 3 from warm caches, on each GPU: cold once (fills FlagGems'
+    # tuning database and Triton's cache), then two identical runs of 3 processes each.
+    # Autotuning results cached across processes. MM_DTYPES (default float16,bfloat16:
+    # the GEMMs that reach the power limit) keeps the cold run short.
+    n=$(nvidia-smi -L | wc -l); B=$(( ${BUDGET:-540} - 20 )); node=benchmark/test_mm.py::test_mm
+    dt="${MM_DTYPES:-float16,bfloat16}"
     export TRITON_CACHE_AUTOTUNING=1
-    ( export TRITON_CACHE_DIR=/tmp/tc-mmr FLAGGEMS_CACHE_DIR=/tmp/fc-mmr
-      python3 -m opscreen op mm --backend cuda --device 0 --test-node "$node::test_mm" --out "$W/mm-warm" \
-          --timeout $(( B - 60 )) > "$W/mm-warm.console" 2>&1
-      echo "test_mm warm-up: rc=$? at $SECONDS s" >> "$W/mmr.txt"
-      python3 bench/timing_aa.py --suite "$FLAGGEMS_ROOT" --ops mm --fallback-ops '' --device 0 --timeout 300 \
-          --op-args "--test-node $node::test_mm --repeats 3" --out "$W/mm-r3.json" --work /tmp/work-mmr \
-          --deadline $(( B - SECONDS )) >> "$W/mmr.txt" 2>&1 ) &
-    ( export TRITON_CACHE_DIR=/tmp/tc-sumr FLAGGEMS_CACHE_DIR=/tmp/fc-sumr
-      python3 bench/timing_aa.py --suite "$FLAGGEMS_ROOT" --ops sum --fallback-ops '' --device $(( 1 % n )) \
-          --timeout 300 --op-args "--repeats ${SUM_REPEATS:-5}" --out "$W/sum-r.json" --work /tmp/work-sumr \
-          --deadline "$B" > "$W/sumr.txt" 2>&1 ) &
-    wait
-    echo "== mm"; tail -12 "$W/mmr.txt"; echo "== sum"; tail -10 "$W/sumr.txt"
+    mm_lane() {  # mm_lane GPU
+      local g=$1
+      export TRITON_CACHE_DIR=/tmp/tc-mmr$g FLAGGEMS_CACHE_DIR=/tmp/fc-mmr$g
+      python3 -m opscreen op mm --backend cuda --device "$g" --test-node "$node" --dtypes "$dt" \
+          --out "$W/mm$g-warm" --timeout $(( B - 150 )) > "$W/mm$g-warm.console" 2>&1
+      echo "gpu $g test_mm warm-up: rc=$? at $SECONDS s"
+      python3 bench/timing_aa.py --suite "$FLAGGEMS_ROOT" --ops mm --fallback-ops '' --device "$g" --timeout 300 \
+          --op-args "--test-node $node --repeats 3 --dtypes $dt" --out "$W/mm$g-r3.json" --work "$W/mm$g-runs" \
+          --deadline $(( B - SECONDS ))
+    }
+    mm_lane 0 > "$W/mmr0.txt" 2>&1 & p0=$!
+    [ "$n" -gt 1 ] && { mm_lane 1 > "$W/mmr1.txt" 2>&1 & p1=$!; }
+    wait "$p0" ${p1:+"$p1"}
+    for f in "$W"/mmr*.txt; do echo "== $f"; tail -12 "$f"; done
     ;;
   processes)
     # One op in many processes (`opscreen op --repeats N`), autotuning results cached
