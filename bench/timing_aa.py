@@ -46,6 +46,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+from opscreen.results.parse import record_entries  # noqa: E402  (the harness's own record-log reader)
 from opscreen.results.summary import percentile  # noqa: E402  (the same p90 as `opscreen summary`)
 
 MAIN_OPS = ("add", "softmax", "sum", "abs", "layer_norm", "mm")
@@ -78,22 +79,22 @@ def shape_key(detail) -> str:
 
 
 def read_record_log(path: Path) -> dict:
-    """(op, dtype, shape key) -> row dict (latency_base, latency, speedup, timers, ...)."""
+    """(op, dtype, shape key) -> row dict (latency_base, latency, speedup, timers, ...).
+    A shape the suite lists twice (test_mm's 4096^3) keeps both rows: the second
+    one's shape key ends in ``#2`` (as ``occurrence`` in opscreen's own parser)."""
     cases = {}
+    seen = Counter()
     if not path.is_file():
         return cases
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        i = line.find("{")
-        if "[INFO]" not in line or i < 0:
-            continue
-        try:
-            entry = json.loads(line[i:])
-        except ValueError:
-            continue
+    entries, _truncated, _bad = record_entries(path.read_text(encoding="utf-8", errors="replace"))
+    for entry in entries:
         if not isinstance(entry, dict) or "result" not in entry:
             continue
         for row in entry.get("result") or []:
             key = (entry.get("op_name"), entry.get("dtype"), shape_key(row.get("shape_detail")))
+            seen[key] += 1
+            if seen[key] > 1:
+                key = (*key[:2], f"{key[2]}#{seen[key]}")
             base, lib = row.get("latency_base"), row.get("latency")
             speedup = row.get("speedup")
             if speedup is None and base and lib:

@@ -325,6 +325,28 @@ def test_aa_bench_counts_cases_within_the_recorded_spread():
     assert within_spread(None, a) is None
 
 
+def test_aa_bench_keeps_a_shape_the_suite_lists_twice(tmp_path):
+    """test_mm lists [4096,4096] twice; the bench's reader keeps both rows (the second
+    as ``#2``) instead of letting the second overwrite the first, and reads each entry
+    once when two log handlers wrote it."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    from timing_aa import read_record_log
+
+    entry = {"op_name": "mm", "dtype": "torch.float16", "mode": "kernel", "level": "core", "result": [
+        {"shape_detail": [[4096, 4096], [4096, 4096]], "latency_base": 0.18, "latency": 0.20, "speedup": 0.9},
+        {"shape_detail": [[384, 384], [384, 384]], "latency_base": 0.003, "latency": 0.003, "speedup": 1.0},
+        {"shape_detail": [[4096, 4096], [4096, 4096]], "latency_base": 0.19, "latency": 0.20, "speedup": 0.95},
+    ]}  # fmt: skip
+    body = json.dumps(entry)
+    rec = tmp_path / "record.log"
+    rec.write_text(f"[INFO] {body}\nINFO     root:attri_util.py:94 {body}\n")
+    cases = read_record_log(rec)
+    big = "[[4096,4096],[4096,4096]]"
+    assert sorted(k[2] for k in cases) == sorted([big, big + "#2", "[[384,384],[384,384]]"])
+    assert cases[("mm", "torch.float16", big)]["speedup"] == 0.9
+    assert cases[("mm", "torch.float16", big + "#2")]["speedup"] == 0.95
+
+
 def test_a_stop_between_repeats_leaves_the_op_interrupted(tmp_path):
     """The batch runner's stop event set while repeat 1 runs: repeat 2 never starts and
     the op is 'interrupted' (a resume runs it again), not 'passed' on one process."""
