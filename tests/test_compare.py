@@ -274,6 +274,19 @@ def test_ops_measured_on_another_device_are_named():
     assert _moved_list(many).endswith("op07 0 -> 1, and 3 more")
 
 
+def test_a_run_from_before_the_resting_timer_is_flagged():
+    """Runs recorded before graph samples rested (no timing_method) compare, and the
+    text says the timing method differs."""
+    old = dict(DEFAULT_CALIBER)
+    old.pop("timing_method", None)
+    new = {**DEFAULT_CALIBER, "timing_method": 2}
+    chk = check_caliber(old, new)
+    assert not chk.refused and ("timing_method", None, 2) in chk.info
+    c = compare_summaries(_summary([{"shape": "[1]", "speedup": 1.0}], caliber=old),
+                          _summary([{"shape": "[1]", "speedup": 1.0}], caliber=new))
+    assert "also differs: timing_method: A (unknown), B 2" in format_comparison(c)
+
+
 def test_caliber_check_unit():
     cal = dict(DEFAULT_CALIBER)
     chk = check_caliber(cal, {**cal, "use_flagtune": 1, "timing": {**cal["timing"], "target_rsd": 0.01}})

@@ -313,6 +313,26 @@ def test_resume_refuses_another_number_of_repeats(faults):
     assert res.returncode == 2 and "measured with other settings" in res.stderr and "repeats" in res.stderr
 
 
+def test_resume_refuses_other_timing_knobs_or_an_older_timing_method(faults):
+    """A resume measures the rest of the ops as the first session did: another
+    OPSCREEN_* timing knob, or a run recorded before the timer rested between samples
+    (no timing_method in its caliber), is refused in a usage error, nothing rerun."""
+    out = faults.tmp / "run"
+    res = faults.run(out, "--ops", "ok_a", "--devices", "0", env={"OPSCREEN_MAX_TIME": "0.05"})
+    assert res.returncode == 0, res.stdout + res.stderr
+    ident = json.loads((out / "run_identity.json").read_text())
+    assert ident["caliber"]["timing"]["max_time_s"] == 0.05 and ident["caliber"]["timing_method"] == 2
+    res = faults.run(out, "--ops", "ok_a", "--devices", "0", env={"OPSCREEN_MAX_TIME": "0.2"})
+    assert res.returncode == 2 and "timing knobs (OPSCREEN_* variables)" in res.stderr, res.stderr
+    assert "'max_time_s': 0.05" in res.stderr and "'max_time_s': 0.2" in res.stderr
+    res = faults.run(out, "--ops", "ok_a", "--devices", "0", env={"OPSCREEN_MAX_TIME": "0.05"})
+    assert res.returncode == 0, res.stdout + res.stderr  # the same knobs resume
+    del ident["caliber"]["timing_method"]  # as written before the timer rested between samples
+    (out / "run_identity.json").write_text(json.dumps(ident))
+    res = faults.run(out, "--ops", "ok_a", "--devices", "0", env={"OPSCREEN_MAX_TIME": "0.05"})
+    assert res.returncode == 2 and "timing method: recorded 1, this opscreen measures with 2" in res.stderr
+
+
 def test_aa_bench_counts_cases_within_the_recorded_spread():
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
     from timing_aa import within_spread

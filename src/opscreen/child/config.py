@@ -98,6 +98,12 @@ def load(path: str | None = None) -> dict:
     return json.loads(json.dumps(hit[1]))
 
 
+# How the timers measure, as a number that changes when a default changes what a
+# measurement means: 1 = graph samples back to back (identities without the field),
+# 2 = the device idles between graph samples (``rest_ratio``; docs/timing.md).
+TIMING_METHOD = 2
+
+
 def caliber(settings: dict, device_name: Any = None) -> dict:
     """The ``caliber`` block of an identity: what two runs must share to be compared
     (timer, tuning modes, shape mode, level) and what may be their axis (backend,
@@ -115,6 +121,7 @@ def caliber(settings: dict, device_name: Any = None) -> dict:
         "device_name": device_name,
         "suite_commit": settings.get("suite_commit"),
         "timing": settings.get("timing") or {},
+        "timing_method": TIMING_METHOD,
         "repeats": int(settings.get("repeats") or 1),
     }
 
