@@ -400,19 +400,20 @@ def measure_graph(call: Callable[[], Any], settings: Settings, api: GraphAPI,
 
             rest = settings.rest_ratio
 
+            def timed_replay():
+                if flush:
+                    api.flush_l2()
+                start, end = api.event(), api.event()
+                start.record()
+                api.replay(graph)
+                end.record()
+                return start, end
+
             def take(b: int) -> list:
                 if rest > 0:
                     return take_rested(b)
                 api.replay(graph)  # untimed: keeps the device busy while the timed ones queue
-                pairs = []
-                for _ in range(b):
-                    if flush:
-                        api.flush_l2()
-                    start, end = api.event(), api.event()
-                    start.record()
-                    api.replay(graph)
-                    end.record()
-                    pairs.append((start, end))
+                pairs = [timed_replay() for _ in range(b)]
                 api.synchronize()
                 return [float(s.elapsed_time(e)) / n_calls for s, e in pairs]
 
@@ -423,12 +424,7 @@ def measure_graph(call: Callable[[], Any], settings: Settings, api: GraphAPI,
                 out = []
                 for _ in range(b):
                     api.replay(graph)
-                    if flush:
-                        api.flush_l2()
-                    start, end = api.event(), api.event()
-                    start.record()
-                    api.replay(graph)
-                    end.record()
+                    start, end = timed_replay()
                     api.synchronize()
                     ms = float(start.elapsed_time(end))
                     out.append(ms / n_calls)
