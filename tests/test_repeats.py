@@ -313,24 +313,39 @@ def test_resume_refuses_another_number_of_repeats(faults):
     assert res.returncode == 2 and "measured with other settings" in res.stderr and "repeats" in res.stderr
 
 
-def test_resume_refuses_other_timing_knobs_or_an_older_timing_method(faults):
+def test_resume_refuses_other_timing_knobs(faults):
     """A resume measures the rest of the ops as the first session did: another
-    OPSCREEN_* timing knob, or a run recorded before the timer rested between samples
-    (no timing_method in its caliber), is refused in a usage error, nothing rerun."""
+    OPSCREEN_* timing knob is refused in a usage error, nothing rerun; the CPU's
+    wallclock timer records no timing method, so an older run of it resumes."""
     out = faults.tmp / "run"
     res = faults.run(out, "--ops", "ok_a", "--devices", "0", env={"OPSCREEN_MAX_TIME": "0.05"})
     assert res.returncode == 0, res.stdout + res.stderr
     ident = json.loads((out / "run_identity.json").read_text())
-    assert ident["caliber"]["timing"]["max_time_s"] == 0.05 and ident["caliber"]["timing_method"] == 2
+    assert ident["caliber"]["timing"]["max_time_s"] == 0.05
     res = faults.run(out, "--ops", "ok_a", "--devices", "0", env={"OPSCREEN_MAX_TIME": "0.2"})
     assert res.returncode == 2 and "timing knobs (OPSCREEN_* variables)" in res.stderr, res.stderr
     assert "'max_time_s': 0.05" in res.stderr and "'max_time_s': 0.2" in res.stderr
     res = faults.run(out, "--ops", "ok_a", "--devices", "0", env={"OPSCREEN_MAX_TIME": "0.05"})
     assert res.returncode == 0, res.stdout + res.stderr  # the same knobs resume
-    del ident["caliber"]["timing_method"]  # as written before the timer rested between samples
+    assert ident["caliber"]["timing_method"] is None  # the CPU's wallclock timer: its method never changed
+    ident["caliber"].pop("timing_method")  # as written by an older opscreen
     (out / "run_identity.json").write_text(json.dumps(ident))
     res = faults.run(out, "--ops", "ok_a", "--devices", "0", env={"OPSCREEN_MAX_TIME": "0.05"})
-    assert res.returncode == 2 and "timing method: recorded 1, this opscreen measures with 2" in res.stderr
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_a_graph_run_from_before_the_resting_timer_is_not_resumed(tmp_path, monkeypatch):
+    from opscreen.backends import resolve
+    from opscreen.commands.run import _refuse_other_timing
+
+    monkeypatch.delenv("OPSCREEN_REST_RATIO", raising=False)
+    cuda = resolve("cuda")
+    with pytest.raises(UsageError, match="timing method: recorded 1, this opscreen measures with 2"):
+        _refuse_other_timing(tmp_path, {"timing": {}}, cuda, "auto")
+    _refuse_other_timing(tmp_path, {"timing": {}, "timing_method": 2}, cuda, "auto")  # the same: resumes
+    _refuse_other_timing(tmp_path, {"timing": {}}, cuda, "direct")  # not the graph timer: its method is unchanged
+    with pytest.raises(UsageError, match="timing knobs"):
+        _refuse_other_timing(tmp_path, {"timing": {"rest_ratio": 0.0}, "timing_method": 2}, cuda, "auto")
 
 
 def test_aa_bench_counts_cases_within_the_recorded_spread():
