@@ -252,8 +252,8 @@ def test_row_presence_verdicts():
 
 
 def test_ops_measured_on_another_device_are_named():
-    """Two H200s of one host read torch's sum on [1024,1024,1024] float32 at 978-981 us
-    and 939-942 us, every process of each agreeing: compare says which ops moved."""
+    """Two H200s read torch's sum on [1024,1024,1024] float32 at 978-981 us and 939-942
+    us, every process of each agreeing: compare says which ops moved."""
     a = _summary([{"op": f"op{i}", "shape": "[1]", "speedup": 1.0, "device": str(i % 2)} for i in range(12)]
                  + [{"op": "gone", "shape": "[1]", "speedup": 1.0, "device": "0"},
                     {"op": "bad", "shape": "[1]", "status": "failed", "device": "0"}])
@@ -270,6 +270,21 @@ def test_ops_measured_on_another_device_are_named():
     one = compare_summaries(_summary([{"shape": "[1]", "speedup": 1.0, "device": "0"}]),
                             _summary([{"shape": "[1]", "speedup": 1.0, "device": "3"}]))
     assert "devices: 1 op ran on another device in B (op 0 -> 3)" in format_comparison(one)
+    # UUIDs, where both runs have them, decide: another host's GPU 0 is another device,
+    # and the same GPU under another index is not
+    def with_uuids(rows, uuids):
+        s = _summary(rows)
+        s.ops = [OpSummary(op=o, status="passed", device_uuid=uuids.get(o)) for o in sorted({r["op"] for r in rows})]
+        return s
+
+    ua = {"h": "GPU-aaaaaaaa-1111", "k": "GPU-cccccccc-3333", "n": None}
+    ub = {"h": "GPU-bbbbbbbb-2222", "k": "GPU-cccccccc-3333", "n": None}
+    rows_a = [{"op": o, "shape": "[1]", "speedup": 1.0, "device": "0"} for o in "hkn"]
+    rows_b = [{"op": "h", "shape": "[1]", "speedup": 1.0, "device": "0"},
+              {"op": "k", "shape": "[1]", "speedup": 1.0, "device": "5"},
+              {"op": "n", "shape": "[1]", "speedup": 1.0, "device": "1"}]
+    moved = compare_summaries(with_uuids(rows_a, ua), with_uuids(rows_b, ub)).moved_ops()
+    assert moved == {"h": ("0:GPU-aaaaaaaa", "0:GPU-bbbbbbbb"), "n": ("0", "1")}
     many = {f"op{i:02d}": ("0", "1") for i in range(11)}
     assert _moved_list(many).endswith("op07 0 -> 1, and 3 more")
 

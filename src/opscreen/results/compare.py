@@ -253,18 +253,28 @@ class Comparison:
         """Ops measured in both runs on another device in B than in A: op -> (A's, B's).
         Two chips of one model can differ on a case by a few percent, per case and
         stable over processes (``bench/results/2026-11-29-h200x2-processes.md``), a
-        difference neither run's noise nor spread shows."""
+        difference neither run's noise nor spread shows. The devices' UUIDs decide
+        where both runs recorded them (another host's GPU 0 is another device; it is
+        then shown as ``index:UUID prefix``), else their indices."""
         idev, iop, ist = COL["device"], COL["op"], COL["status"]
 
-        def devices(s: Summary) -> dict[str, str]:
-            out: dict[str, str] = {}
+        def devices(s: Summary) -> dict[str, tuple[str, str | None]]:
+            uuids = {o.op: o.device_uuid for o in s.ops}
+            out: dict[str, tuple[str, str | None]] = {}
             for r in s.rows:
                 if r[ist] == "ok" and r[idev] not in (None, ""):
-                    out.setdefault(r[iop], str(r[idev]))
+                    out.setdefault(r[iop], (str(r[idev]), uuids.get(r[iop])))
             return out
 
         da, db = devices(self.a), devices(self.b)
-        return {op: (da[op], db[op]) for op in sorted(da.keys() & db.keys()) if da[op] != db[op]}
+        out = {}
+        for op in sorted(da.keys() & db.keys()):
+            (ia, ua), (ib, ub) = da[op], db[op]
+            if ua and ub and ua != ub:
+                out[op] = (f"{ia}:{ua[:12]}", f"{ib}:{ub[:12]}") if ia == ib else (ia, ib)
+            elif not (ua and ub) and ia != ib:
+                out[op] = (ia, ib)
+        return out
 
     def counts(self) -> dict[str, int]:
         out = {v.value: 0 for v in Verdict}

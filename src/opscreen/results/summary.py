@@ -93,6 +93,7 @@ class OpSummary:
     device_name: str | None = None
     timer: str | None = None
     sources: list[str] = field(default_factory=list)
+    device_uuid: str | None = None  # from the op's identity (tells two hosts' GPU 0 apart)
 
 
 @dataclass
@@ -354,6 +355,7 @@ def _summarize_op(
         device=device,
         device_name=device_name,
         timer=timer,
+        device_uuid=_s(ident.get("device_uuid")),
     )
     if op_dir is None:
         return info, []
