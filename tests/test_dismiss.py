@@ -67,7 +67,7 @@ def test_good_file(tmp_path):
         (GOOD + "- op: abs\n  reason: again\n  date: 2026-01-02\n", r"dismiss.yaml:11: entry 3 \(op 'abs'\): duplicate: 'abs' is already dismissed at line 2"),
         ("op: abs\n", "a YAML list"),
         ("- abs\n", "entry 1: not a mapping"),
-        ("- op: [\n", "not valid YAML"),
+        ("- op: [\n", r"dismiss file .*dismiss.yaml:2: not valid YAML: "),
     ],
 )
 def test_bad_entries(tmp_path, text, message):

@@ -184,6 +184,18 @@ def test_usage_errors_exit_2_one_line_nothing_written(cli, tmp_path, args, needl
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize("cmd", [["op", "abs"], ["run", "--ops", "abs,add"]])
+def test_a_malformed_shape_file_is_refused_before_anything_is_written(cli, tmp_path, cmd):
+    """Not a crash of every op of a batch: one line, exit 2, no run or op dir."""
+    bad = tmp_path / "shapes.yaml"
+    bad.write_text("abs: [\n")
+    out = tmp_path / "out"
+    res = cli(*cmd, "--shape-mode", bad, "--out", out, cwd=tmp_path)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert f"shape file {bad}:2: not valid YAML" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert not out.exists()
+
+
 def test_env_knob_usage_error(cli, tmp_path):
     res = cli("op", "add", env={"USE_FLAGTUNE": "yes"}, cwd=tmp_path)
     assert res.returncode == 2 and "USE_FLAGTUNE" in res.stderr

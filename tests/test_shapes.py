@@ -112,8 +112,9 @@ def test_write_merged_without_suite_file_and_bad_inputs(tmp_path):
         "mm": {"shapes": [[1, 2, 3, 4]]}
     }
     src.write_text("mm: [\n")
-    with pytest.raises(UsageError, match="not valid YAML"):
+    with pytest.raises(UsageError, match=r"c.yaml:2: not valid YAML: ") as bad:
         S.write_merged_shape_file(suite, src, tmp_path / "m.yaml")
+    assert "\n" not in str(bad.value)
     src.write_text("- a\n- b\n")
     with pytest.raises(UsageError, match="must be a mapping"):
         S.write_merged_shape_file(suite, src, tmp_path / "m.yaml")

@@ -116,16 +116,33 @@ def validate_flag01(value: str, name: str) -> str:
     return v
 
 
-def shape_file_for(req: OpRequest, out_dir: Path) -> Path | None:
-    """None for upstream shapes; else a shape file merged with the suite's class keys."""
-    mode = req.shape_mode
+def shape_source(suite_root: Path, mode: str, name: str = "--shape-mode") -> Path | None:
+    """The shape file ``mode`` names (None for upstream), after reading it and the
+    suite's core shape file: a missing or malformed one is a one-line UsageError here,
+    before anything is written, not a crash in every op."""
     if mode == "upstream":
         return None
-    from .assets.shapes import curated_shape_source, write_merged_shape_file
+    from .assets.shapes import CORE_SHAPES, curated_shape_source, load_shape_file
 
-    src = curated_shape_source(req.suite.root) if mode == "curated" else Path(mode).expanduser().resolve()
+    if mode not in SHAPE_MODES and not Path(mode).expanduser().is_file():
+        raise UsageError(f"{name} {mode!r}: use upstream, curated, or the path of a shape file")
+    src = curated_shape_source(suite_root) if mode == "curated" else Path(mode).expanduser().resolve()
     if not src.is_file():
         raise UsageError(f"shape file {src} not found (SHAPE_MODE is upstream, curated, or a path)")
+    load_shape_file(src)
+    core = Path(suite_root) / CORE_SHAPES
+    if core.is_file():
+        load_shape_file(core, what="suite shape file")
+    return src
+
+
+def shape_file_for(req: OpRequest, out_dir: Path) -> Path | None:
+    """None for upstream shapes; else a shape file merged with the suite's class keys."""
+    src = shape_source(req.suite.root, req.shape_mode)
+    if src is None:
+        return None
+    from .assets.shapes import write_merged_shape_file
+
     return write_merged_shape_file(req.suite.root, src, out_dir / "shapes.merged.yaml")
 
 
@@ -311,6 +328,7 @@ def run_op(
     """Run one op: one child process, or ``req.repeats`` of them merged (repeats.py)."""
     planned_timer(req.backend, req.timer)  # what can be refused is checked before anything is written
     planned_timing(req.backend)
+    shape_source(req.suite.root, req.shape_mode)
     out_dir = Path(out_dir).resolve()
     if int(req.repeats) > 1:
         return run_repeated(req, out_dir, run_once, stop=stop, echo=echo)

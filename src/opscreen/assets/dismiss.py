@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import UsageError, read_input
+from ..errors import UsageError, bad_yaml, read_input
 
 __all__ = ["DismissEntry", "load_dismiss", "FIELDS"]
 
@@ -91,13 +91,8 @@ def load_dismiss(path: Path, known_ops: set[str] | None = None) -> dict[str, Dis
     text = read_input(path, "dismiss file")
     try:
         data = yaml.load(text, Loader=_loader())  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise UsageError(f"{path}{where}: not valid YAML: {problem}") from None
-    except ValueError as exc:  # pragma: no cover - constructors of other scalar types
-        raise UsageError(f"{path}: not valid YAML: {exc}") from None
+    except (yaml.YAMLError, ValueError) as exc:  # ValueError: constructors of other scalar types
+        raise bad_yaml("dismiss file", path, exc) from None
     if data is None:
         return {}
     if not isinstance(data, list):

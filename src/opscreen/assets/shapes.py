@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError, read_input
+from ..errors import UsageError, bad_yaml, read_input
 
 __all__ = [
     "CORE_SHAPES",
@@ -61,10 +61,7 @@ def load_shape_file(path: str | os.PathLike, *, what: str = "shape file") -> dic
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise UsageError(f"{what} {p} is not valid YAML{where}: {first}") from None
+        raise bad_yaml(what, p, exc) from None
     if data is None:
         return {}
     if not isinstance(data, dict):

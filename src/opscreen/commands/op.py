@@ -18,7 +18,7 @@ from ..measure import check_grace, check_timeout
 from ..plan import TIMERS
 from ..providers.flaggems import NodeSpec, Suite, parse_dtypes, safe_dir_name
 from ..repeats import validate_repeats
-from ..runner import SHAPE_MODES, OpRequest, run_op, validate_flag01
+from ..runner import OpRequest, run_op, shape_source, validate_flag01
 from ._common import add_backend_arguments
 
 NAME = "op"
@@ -106,8 +106,7 @@ def build_request(args) -> OpRequest:
 
     dtypes = parse_dtypes(args.dtypes) if args.dtypes else parse_dtypes(_env("DTYPES")) if _env("DTYPES") else rp.get("dtypes")
     shape_mode = pick(args.shape_mode, "SHAPE_MODE", "shape_mode", "upstream")
-    if shape_mode not in SHAPE_MODES and not Path(shape_mode).expanduser().is_file():
-        raise UsageError(f"SHAPE_MODE {shape_mode!r}: use upstream, curated, or the path of a shape file")
+    shape_source(suite.root, shape_mode, "SHAPE_MODE")
     timer = args.timer or rp.get("timer_requested") or "auto"
     device = args.device if args.device is not None else int(rp.get("device", 0))
     if device < 0:

@@ -326,7 +326,7 @@ def run(args) -> int:
     from ..batch.runner import CALIBER_SETTINGS, BatchConfig, BatchRunner
     from ..batch.scheduler import parse_shard, shard_ops
     from ..providers.flaggems import Suite
-    from ..runner import SHAPE_MODES, validate_flag01
+    from ..runner import shape_source, validate_flag01
 
     explicit = _explicit(args)
     shard = parse_shard(args.shard)
@@ -434,8 +434,7 @@ def run(args) -> int:
     run_ops = [op for op in ops if op not in dismissed]
 
     shape_mode = pick("shape_mode")
-    if shape_mode not in SHAPE_MODES and not Path(shape_mode).expanduser().is_file():
-        raise UsageError(f"--shape-mode {shape_mode!r}: use upstream, curated, or the path of a shape file")
+    shape_source(suite.root, shape_mode)
     devices = choose_devices(backend, args.devices if args.devices is not None else _devices_spec(base, resuming), suite.python)
 
     cfg = BatchConfig(
