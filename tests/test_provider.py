@@ -97,6 +97,17 @@ def test_parse_dtypes():
     assert parse_dtypes(None) is None
     with pytest.raises(UsageError):
         parse_dtypes("float16;rm")
+    # a name torch does not know fails in every op's pytest: refused here, in one line
+    with pytest.raises(UsageError, match="bad dtype 'float99': give torch dtype names"):
+        parse_dtypes("float16,float99")
+    assert parse_dtypes("float8_e4m3fn complex64 int64 bool") == ["float8_e4m3fn", "complex64", "int64", "bool"]
+
+
+def test_the_dtype_list_names_only_torch_dtypes():
+    torch = pytest.importorskip("torch")
+    from opscreen.providers.flaggems import TORCH_DTYPES
+
+    assert [n for n in sorted(TORCH_DTYPES) if not isinstance(getattr(torch, n, None), torch.dtype)] == []
 
 
 def test_suite_root_precedence(tmp_path, suite):
