@@ -116,19 +116,29 @@ def validate_flag01(value: str, name: str) -> str:
     return v
 
 
-def shape_source(suite_root: Path, mode: str, name: str = "--shape-mode") -> Path | None:
-    """The shape file ``mode`` names (None for upstream), after reading it and the
-    suite's core shape file: a missing or malformed one is a one-line UsageError here,
-    before anything is written, not a crash in every op."""
+def _shape_path(suite_root: Path, mode: str, name: str) -> Path | None:
+    """The shape file ``mode`` names (None for upstream); UsageError when there is none."""
     if mode == "upstream":
         return None
-    from .assets.shapes import CORE_SHAPES, curated_shape_source, load_shape_file
+    from .assets.shapes import curated_shape_source
 
     if mode not in SHAPE_MODES and not Path(mode).expanduser().is_file():
         raise UsageError(f"{name} {mode!r}: use upstream, curated, or the path of a shape file")
     src = curated_shape_source(suite_root) if mode == "curated" else Path(mode).expanduser().resolve()
     if not src.is_file():
         raise UsageError(f"shape file {src} not found (SHAPE_MODE is upstream, curated, or a path)")
+    return src
+
+
+def shape_source(suite_root: Path, mode: str, name: str = "--shape-mode") -> Path | None:
+    """The shape file ``mode`` names (None for upstream), after reading it and the
+    suite's core shape file: a missing or malformed one is a one-line UsageError here,
+    before anything is written, not a crash in every op."""
+    src = _shape_path(suite_root, mode, name)
+    if src is None:
+        return None
+    from .assets.shapes import CORE_SHAPES, load_shape_file
+
     load_shape_file(src)
     core = Path(suite_root) / CORE_SHAPES
     if core.is_file():
@@ -137,8 +147,9 @@ def shape_source(suite_root: Path, mode: str, name: str = "--shape-mode") -> Pat
 
 
 def shape_file_for(req: OpRequest, out_dir: Path) -> Path | None:
-    """None for upstream shapes; else a shape file merged with the suite's class keys."""
-    src = shape_source(req.suite.root, req.shape_mode)
+    """None for upstream shapes; else a shape file merged with the suite's class keys
+    (``run_op`` has read both files already; the merge reads them once more)."""
+    src = _shape_path(req.suite.root, req.shape_mode, "--shape-mode")
     if src is None:
         return None
     from .assets.shapes import write_merged_shape_file

@@ -300,10 +300,10 @@ def _backend_from(settings: dict):
     return b.with_capabilities(**caps) if caps else b
 
 
-def _refuse_other_timing(out: Path, recorded: dict, backend, timer: str) -> None:
+def _refuse_other_timing(out: Path, recorded: dict, backend, planned: str) -> None:
     """A resume measures the rest of the ops as the run's first session did: the same
-    timing knobs (``OPSCREEN_*``) and, for the graph timer, the same timing method,
-    else a usage error."""
+    timing knobs (``OPSCREEN_*``) and, when the ``planned`` timer is graph, the same
+    timing method, else a usage error."""
     from ..child.config import TIMING_METHOD
     from ..runner import planned_timing
 
@@ -312,7 +312,7 @@ def _refuse_other_timing(out: Path, recorded: dict, backend, timer: str) -> None
     if had != now:
         clash.append(f"timing knobs (OPSCREEN_* variables): recorded {had or 'defaults'}, now {now or 'defaults'}")
     method = recorded.get("timing_method") or 1
-    if planned_timer(backend, timer) == "graph" and method != TIMING_METHOD:
+    if planned == "graph" and method != TIMING_METHOD:
         clash.append(f"timing method: recorded {method}, this opscreen measures with {TIMING_METHOD} (docs/timing.md)")
     if clash:
         raise UsageError(f"{out} was measured with other settings; resuming would mix measurements "
@@ -394,10 +394,10 @@ def run(args) -> int:
                 over.update(parse_cap_overrides(spec, origin="--cap"))
             backend = backend.with_capabilities(**over)
     timer = pick("timer")
-    planned_timer(backend, timer)  # usage errors before anything is written
+    planned = planned_timer(backend, timer)  # usage errors before anything is written
 
     if resuming:
-        _refuse_other_timing(out, (existing or {}).get("caliber") or {}, backend, timer)
+        _refuse_other_timing(out, (existing or {}).get("caliber") or {}, backend, planned)
 
     suite = Suite.locate(args.suite or base.get("suite_root"), python=args.python or base.get("python"))
     if resuming:
