@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError, bad_yaml, read_input
+from . import DATA_DIR, default_asset
 
 __all__ = [
     "CORE_SHAPES",
@@ -34,7 +35,6 @@ __all__ = [
     "load_shape_file",
     "write_merged_shape_file",
     "curated_shape_source",
-    "repo_ops_dir",
     "class_chain",
     "effective_shapes",
     "check_shape_file",
@@ -123,40 +123,31 @@ def write_merged_shape_file(suite_root: Path, shape_source: Path, dest: Path) ->
     return atomic_write_text(dest, header + _dump(merged))
 
 
-def repo_ops_dir() -> Path | None:
-    """The repository's ``ops/`` folder (a source checkout or editable install), if any."""
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        cand = parent / "ops"
-        if (cand / "shapes.yaml").is_file():
-            return cand
-        if (parent / "pyproject.toml").is_file():
-            break
-    return None
-
-
 def curated_shape_source(suite_root: Path | None = None) -> Path:
     """The curated shape file for ``SHAPE_MODE=curated``.
 
-    ``$OPSCREEN_CURATED_SHAPES`` when set; else, for the bundled sample suite, the
-    repository's ``ops/shapes.sample.yaml`` (CPU-sized), and for any other suite
-    ``ops/shapes.yaml`` (FlagGems, accelerator-sized).
+    ``$OPSCREEN_CURATED_SHAPES`` when set; else the curated set shipped with the
+    package (``opscreen/assets/data/``, linked as ``ops/`` in a checkout): for the
+    bundled sample suite ``shapes.sample.yaml`` (CPU-sized), for any other suite
+    ``shapes.yaml`` (FlagGems, accelerator-sized).
     """
     env = os.environ.get("OPSCREEN_CURATED_SHAPES")
     if env:
         return Path(env).expanduser()
-    ops = repo_ops_dir()
-    if ops is None:
-        raise UsageError("no curated shape file: set OPSCREEN_CURATED_SHAPES or pass a shape file path")
-    if suite_root is not None:
+    if suite_root is not None and default_asset("shapes.sample.yaml") is not None:
         try:
             from .inventory import default_suite_root
 
-            if Path(suite_root).resolve() == default_suite_root().resolve() and (ops / "shapes.sample.yaml").is_file():
-                return ops / "shapes.sample.yaml"
+            if Path(suite_root).resolve() == default_suite_root().resolve():
+                return DATA_DIR / "shapes.sample.yaml"
         except OSError:
             pass
-    return ops / "shapes.yaml"
+    if default_asset("shapes.yaml") is None:
+        raise UsageError(
+            f"no curated shape file: {DATA_DIR / 'shapes.yaml'} is missing from this installation; "
+            "set OPSCREEN_CURATED_SHAPES or pass a shape file path"
+        )
+    return DATA_DIR / "shapes.yaml"
 
 
 # --------------------------------------------------------------------------- class chains

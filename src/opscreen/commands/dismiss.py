@@ -10,8 +10,8 @@ from ..errors import UsageError
 NAME = "dismiss"
 HELP = "check a dismiss list (ops deliberately not measured, each with a reason)"
 DESCRIPTION = (
-    "'check': validate a dismiss file (default: the repository's ops/dismiss.yaml): every "
-    "entry needs op, a non-empty reason, a date (YYYY-MM-DD), optionally evidence; no op "
+    "'check': validate a dismiss file (default: the list shipped with opscreen, ops/dismiss.yaml "
+    "in a checkout): every entry needs op, a non-empty reason, a date (YYYY-MM-DD), optionally evidence; no op "
     "twice; with --suite, every op must be a marker of that suite. Exit 2 on a bad file."
 )
 ORDER = 75
@@ -19,17 +19,17 @@ ORDER = 75
 
 def add_arguments(p) -> None:
     p.add_argument("action", choices=["check"], help="check: validate and list the entries")
-    p.add_argument("file", nargs="?", metavar="FILE", help="dismiss file (default: ops/dismiss.yaml of this repository)")
+    p.add_argument("file", nargs="?", metavar="FILE", help="dismiss file (default: the list shipped with opscreen, ops/dismiss.yaml in a checkout)")
     p.add_argument("--suite", metavar="PATH", help="also check that each op is a marker of this suite (AST scan)")
 
 
 def default_dismiss_file() -> Path:
-    from ..assets.shapes import repo_ops_dir
+    from ..assets import DATA_DIR, default_asset
 
-    ops = repo_ops_dir()
-    if ops is None or not (ops / "dismiss.yaml").is_file():
-        raise UsageError("no dismiss file given and no ops/dismiss.yaml found")
-    return ops / "dismiss.yaml"
+    path = default_asset("dismiss.yaml")
+    if path is None:
+        raise UsageError(f"no dismiss file given and the default {DATA_DIR / 'dismiss.yaml'} is missing from this installation")
+    return path
 
 
 def run(args) -> int:

@@ -149,7 +149,7 @@ def load_dismissed(path: str | None, known: list[str]) -> dict[str, str]:
     """op -> reason from the dismiss list (``opscreen.assets.dismiss``).
 
     An explicit ``--dismiss FILE`` is checked strictly (an op the suite does not
-    have is an error); the repository's default ``ops/dismiss.yaml`` applies to
+    have is an error); the default list shipped with the package applies to
     the ops of this suite that it lists. ``--dismiss none``: nothing dismissed.
     """
     if path is not None and path.strip().lower() == "none":
@@ -162,14 +162,11 @@ def load_dismissed(path: str | None, known: list[str]) -> dict[str, str]:
         return {}
     if path is not None:
         return normalise_dismissed(load_dismiss(Path(path).expanduser(), set(known)))
-    try:
-        from ..assets.shapes import repo_ops_dir
+    from ..assets import DATA_DIR, default_asset
 
-        ops_dir = repo_ops_dir()
-    except Exception:  # noqa: BLE001 - no default list
-        return {}
-    default = Path(ops_dir) / "dismiss.yaml" if ops_dir is not None else None
-    if default is None or not default.is_file():
+    default = default_asset("dismiss.yaml")
+    if default is None:
+        print(f"opscreen: no default dismiss list ({DATA_DIR / 'dismiss.yaml'} is missing): no op dismissed", file=sys.stderr)
         return {}
     known_set = set(known)
     return {op: why for op, why in normalise_dismissed(load_dismiss(default, None)).items() if op in known_set}

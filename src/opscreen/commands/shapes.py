@@ -25,7 +25,7 @@ def add_arguments(p) -> None:
     p.add_argument(
         "--file",
         metavar="F",
-        help="shape file to check (default: the curated set, ops/shapes.yaml; ops/shapes.sample.yaml for the sample suite)",
+        help="shape file to check (default: the curated set shipped with opscreen: shapes.yaml; shapes.sample.yaml for the sample suite)",
     )
     p.add_argument("--op", action="append", default=[], metavar="NAME", help="show only these ops (repeatable)")
     p.add_argument("--quiet", "-q", action="store_true", help="findings only, not the per-op table")
