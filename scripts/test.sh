@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Create .venv when absent, install opscreen with its test extras, run the tests.
-source "$(dirname "$0")/_venv.sh" test
+# Create .venv when absent (shared with demo.sh: scripts/_venv.sh), run the tests.
+source "$(dirname "$0")/_venv.sh"
 cd "$ROOT"
 set +e
 python -m pytest "$@"

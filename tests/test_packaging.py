@@ -176,3 +176,75 @@ def test_installed_run_applies_the_default_dismiss_list(installed, tmp_path):
         assert res.returncode == 2 and res.stderr.count("\n") == 1 and "is missing from this installation" in res.stderr, res.stderr
     finally:
         (data / "dismiss.yaml").write_text(shipped)
+
+
+# --------------------------------------------------------------------------- scripts/_venv.sh
+
+
+def _venv_tree(tmp_path: Path) -> tuple[Path, Path]:
+    """A copy of scripts/ and pyproject.toml whose .venv/bin/python logs its arguments.
+
+    The interpreter is a stand-in (creating a real venv with torch takes minutes; .ci/run
+    does that on a clean checkout): what is under test is which pip commands the script runs.
+    """
+    tree = tmp_path / "tree"
+    shutil.copytree(ROOT / "scripts", tree / "scripts")
+    shutil.copy2(ROOT / "pyproject.toml", tree / "pyproject.toml")
+    py = tree / ".venv" / "bin" / "python"
+    py.parent.mkdir(parents=True)
+    log = tmp_path / "python.log"
+    py.write_text(f'#!/bin/sh\necho "$*" >> "{log}"\nexit 0\n')
+    py.chmod(0o755)
+    return tree, log
+
+
+def _source_venv(tree: Path, env=None):
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("OPSCREEN_")}
+    return subprocess.run(
+        ["bash", "-c", 'source scripts/_venv.sh && echo "PATH=$PATH"'],
+        cwd=tree, capture_output=True, text=True, timeout=60, env={**clean, **(env or {})},
+    )  # fmt: skip
+
+
+def test_venv_one_install_with_suite_extras_and_pinned_torch(tmp_path):
+    """demo.sh and test.sh share .venv: one pip command installs the extras the sample
+    suite needs (pytest, numpy) with torch pinned in the same command; sourcing the
+    script again (the other script, a second demo) installs nothing."""
+    tree, log = _venv_tree(tmp_path)
+    res = _source_venv(tree)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"PATH={tree}/.venv/bin:" in res.stdout
+    installs = [line for line in log.read_text().splitlines() if line.startswith("-m pip install")]
+    assert len(installs) == 1, installs
+    words = installs[0].split()
+    assert "torch==2.13.0" in words and "-e" in words and ".[suite,test]" in words, installs
+    assert not any(w == "torch" or w.startswith("torch") and "==" not in w for w in words), "torch unpinned"
+    # the import check runs after the install, with the suite's modules
+    checks = [line for line in log.read_text().splitlines() if line.startswith("-c ")]
+    assert checks and all(m in checks[-1] for m in ("pytest", "numpy", "torch", "opscreen")), checks
+
+    log.write_text("")
+    for _ in range(2):  # test.sh then demo.sh (they source the same script)
+        res = _source_venv(tree)
+        assert res.returncode == 0, res.stdout + res.stderr
+    assert log.read_text() == "", "reinstalled although nothing changed"
+
+    with open(tree / "pyproject.toml", "a") as fh:  # a changed dependency list installs again
+        fh.write("\n# changed\n")
+    res = _source_venv(tree)
+    assert res.returncode == 0 and log.read_text().count("-m pip install") == 1, log.read_text()
+
+    log.write_text("")  # another torch pin installs again
+    res = _source_venv(tree, env={"OPSCREEN_TORCH_SPEC": "torch==2.12.0"})
+    assert res.returncode == 0 and "torch==2.12.0" in log.read_text(), log.read_text()
+
+
+def test_venv_failed_install_stops_and_leaves_no_stamp(tmp_path):
+    tree, log = _venv_tree(tmp_path)
+    py = tree / ".venv" / "bin" / "python"
+    py.write_text(f'#!/bin/sh\necho "$*" >> "{log}"\ncase "$1" in -c) exit 1 ;; esac\nexit 0\n')
+    res = _source_venv(tree)
+    assert res.returncode == 1 and "into .venv failed" in res.stderr, res.stdout + res.stderr
+    assert not (tree / ".venv" / ".opscreen-installed").exists()
+    res = _source_venv(tree)
+    assert res.returncode == 1 and log.read_text().count("-m pip install") == 2  # tried again, not stamped
