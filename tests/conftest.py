@@ -10,6 +10,33 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src"
 
+#: Variables that steer opscreen or its child (flags win over them, but a test that
+#: leaves a flag out would take the shell's value): never inherited by the tests.
+LEAKY_PREFIXES = ("OPSCREEN_", "USE_FLAGTUNE")
+LEAKY_NAMES = ("OP", "OP_FILE", "TEST_NODE", "DTYPES", "SHAPE_MODE", "REPLAY_FROM", "ZL_BACKEND", "FLAGGEMS_ROOT")
+#: Set once the top-level session has scrubbed; a pytest that a test starts (with an
+#: environment the test chose) keeps what it was given.
+SCRUBBED = "_OPSCREEN_TESTS_ENV_SCRUBBED"
+
+
+def leaky(name: str) -> bool:
+    return name in LEAKY_NAMES or name.startswith(LEAKY_PREFIXES)
+
+
+def pytest_configure(config):
+    """Tests run in a clean environment: drop what the shell set (before any test module is imported)."""
+    if os.environ.get(SCRUBBED):
+        return
+    dropped = sorted(k for k in os.environ if leaky(k))
+    for k in dropped:
+        del os.environ[k]
+    os.environ[SCRUBBED] = ",".join(dropped) or "-"
+
+
+def pytest_report_header(config):
+    dropped = os.environ.get(SCRUBBED, "-")
+    return f"environment scrubbed of: {dropped.replace(',', ' ') if dropped != '-' else '(nothing set)'}"
+
 
 def run_cli(*args, env=None, cwd=None, timeout=300, input=None):
     """Run the real ``opscreen`` CLI in a subprocess (python -m opscreen)."""
