@@ -139,7 +139,10 @@ class Journal:
     """One run directory. Only the runner's main thread writes through it."""
 
     def __init__(self, root: os.PathLike | str):
-        self.root = Path(root).absolute()
+        # A run dir is identified by its real path: the leftover marker of its
+        # children, the lock and every message name the same directory whether it
+        # was reached through a symlink or not.
+        self.root = Path(root).expanduser().resolve()
         self.ops_root = self.root / "ops"
         self._lock_fd: int | None = None
 

@@ -343,7 +343,7 @@ def run(args) -> int:
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} exists and is not a directory")
     journal = Journal(out)
-    in_place_replay = replay_dir is not None and replay_dir == out
+    in_place_replay = replay_dir is not None and replay_dir.resolve() == journal.root  # one dir, however named
     existing = journal.read_identity() if out.is_dir() else None
     if out.is_dir() and not existing and (out / "ops").is_dir() and any((out / "ops").iterdir()):
         raise UsageError(f"--out {out} holds op results but no run_identity.json: not a run dir of 'opscreen run'")
