@@ -32,7 +32,7 @@ from .errors import UsageError
 from .fsio import atomic_write_json
 from .measure import MeasureSettings
 from .plan import planned_timer, plugin_plan, pytest_args
-from .procs import run_streaming
+from .procs import OutputError, run_streaming
 from .repeats import REPEAT_DIR, run_repeated
 from .providers.flaggems import NodeSpec, Suite
 
@@ -433,6 +433,8 @@ def run_once(
                 cwd=req.suite.root,
                 stop=stop,
             )
+        except OutputError as exc:  # run.log cannot be written (full disk): the child was killed
+            raise exc.cause from None
         except OSError as exc:  # the child could not even start
             msg = f"could not start {argv[0]}: {exc}"
             emit(f"[opscreen] {msg}\n")

@@ -62,6 +62,7 @@ class Done:
     outcome: Any = None  # opscreen.runner.OpOutcome
     error: str | None = None  # "Type: message" when the work function raised
     wall_s: float = 0.0
+    exc: BaseException | None = None  # what it raised (an OSError: the run dir cannot be written)
 
 
 class Executor(Protocol):
@@ -139,7 +140,7 @@ class LocalExecutor:
                 done = Done(job, out, None, time.monotonic() - t0)
             except BaseException as exc:  # the run survives a broken work function
                 tb = traceback.format_exception_only(type(exc), exc)
-                done = Done(job, None, (tb[-1].strip() if tb else repr(exc))[:500], time.monotonic() - t0)
+                done = Done(job, None, (tb[-1].strip() if tb else repr(exc))[:500], time.monotonic() - t0, exc)
             with self._lock:
                 self._busy[lane] = None
             self._results.put(done)

@@ -7,8 +7,13 @@
   that are identical in every row into one legend line above the columns.
 * Extends ``to_json`` so every record-log row carries ``timer``, ``samples``,
   ``rsd``, ``calls`` (and ``*_base`` for the torch side).
-* Moves the suite's record log (``result_<args>.log`` in the suite root) to the
-  output directory as ``record.log``.
+* Moves the suite's record log to the output directory as ``record.log``. The
+  suite opens ``result_<args>.log`` relative to the current directory while it
+  configures pytest; the child runs in the suite root, so from the first
+  ``pytest_configure`` to the last ``pytest_sessionstart`` hook the current
+  directory is the output dir: the file is created there, never in the suite
+  root (outside the run dir, and left behind when the child is killed or the
+  move fails on a full disk). Collection and the tests run in the suite root.
 Colours only when the harness says its own output is a terminal
 (``OPSCREEN_COLOR=1``): the child writes to a pipe, and run.log gets no ANSI codes.
 The format is specified in docs/contracts.md.
@@ -191,8 +196,11 @@ def relocate_record_log(dest: str) -> None:
         logger.removeHandler(h)
         h.close()
         try:  # another child of the same suite may race for a file of the same name
-            shutil.copyfile(src, dest)
-            os.unlink(src)
+            if os.path.dirname(os.path.abspath(src)) == os.path.dirname(os.path.abspath(dest)):
+                os.replace(src, dest)  # in the output dir already: needs no space
+            else:
+                shutil.copyfile(src, dest)
+                os.unlink(src)
         except OSError:
             pass
         nh = logging.FileHandler(dest, mode="a", encoding="utf-8")
@@ -200,6 +208,30 @@ def relocate_record_log(dest: str) -> None:
         if fmt is not None:
             nh.setFormatter(fmt)
         logger.addHandler(nh)
+
+
+_SAVED_CWD: list[str] = []
+
+
+def _enter_out_dir() -> None:
+    """Make the output dir the current directory (see the module docstring)."""
+    out = _config.load().get("out_dir")
+    if not out or _SAVED_CWD:
+        return
+    try:
+        cwd = os.getcwd()
+        os.chdir(out)
+    except OSError:
+        return
+    _SAVED_CWD.append(cwd)
+
+
+def _leave_out_dir() -> None:
+    if _SAVED_CWD:
+        try:
+            os.chdir(_SAVED_CWD.pop())
+        except OSError:
+            pass
 
 
 def _take_over() -> None:
@@ -212,14 +244,18 @@ def _take_over() -> None:
         relocate_record_log(cfg["record_log_path"])
 
 
-@pytest.hookimpl(trylast=True)
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
-    _take_over()
+    _enter_out_dir()
+    _patch_loaded()
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionstart(session):
-    _take_over()
+    try:
+        _take_over()
+    finally:
+        _leave_out_dir()
 
 
 def pytest_collection_finish(session):
