@@ -5,7 +5,9 @@ Lifecycle of :meth:`BatchRunner.run` (the run directory is locked by the caller)
 1. kill what a previous runner of this run dir left behind (a runner killed with
    SIGKILL cannot kill its children; they carry ``OPSCREEN_BATCH_RUN``);
 2. scan the journal: ops with a ``.complete`` marker are done and skipped, op
-   dirs without one are deleted (partial output of an interrupted op);
+   dirs without one are deleted (partial output of an interrupted op); a marker
+   beside a missing or damaged ``result.json`` is dropped first (the op runs
+   again, and the run says so);
 3. place the remaining ops on devices (:class:`~.scheduler.HashScheduler`) and
    run them through the executor, one :func:`opscreen.runner.run_op` call (one
    child process group) per attempt;
@@ -271,11 +273,14 @@ class BatchRunner:
         try:
             for op in c.rerun:
                 j.reset_op(op)
+            damaged = j.drop_damaged()
             done = j.scan()
             j.clear_incomplete()
             self.records = dict(done)
             todo = [op for op in c.ops if op not in done]
             self.identity = self._base_identity()
+            if damaged:
+                self.identity["sessions"][-1]["damaged_rerun"] = dict(damaged)
             j.write_identity(self.identity)
             self._write_status()
         except OSError as exc:  # nothing started yet: one line, the run dir as it was
@@ -293,6 +298,9 @@ class BatchRunner:
             f"run dir {j.root}"
         )
         self.progress.start(total, already, list(c.devices), header)
+        for op, problem in damaged.items():
+            again = "it runs again" if op in todo else "it is no longer complete (not in this run's op list)"
+            self.progress.message(f"opscreen run: {op}: {problem}, so its result is lost: {again}")
         old_handlers = self._install_signals()
         self.executor.start(list(c.devices))
         try:

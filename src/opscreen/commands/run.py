@@ -283,9 +283,12 @@ def _explicit(args) -> dict:
 
 
 def _load_settings(run_dir: Path, what: str) -> dict:
-    from ..batch.journal import IDENTITY, read_json
+    from ..batch.journal import IDENTITY, json_problem, read_json
 
     ident = read_json(run_dir / IDENTITY)
+    problem = json_problem(run_dir / IDENTITY)
+    if problem not in (None, "missing"):
+        raise UsageError(f"{what} {run_dir}: its run_identity.json is damaged ({problem}); the run's settings cannot be read")
     if not ident or ident.get("kind") != "run" or not isinstance(ident.get("settings"), dict):
         raise UsageError(f"{what} {run_dir}: no batch run_identity.json there (give the RUN_DIR of an earlier 'opscreen run')")
     return ident
@@ -345,6 +348,13 @@ def run(args) -> int:
     journal = Journal(out)
     in_place_replay = replay_dir is not None and replay_dir.resolve() == journal.root  # one dir, however named
     existing = journal.read_identity() if out.is_dir() else None
+    damaged = journal.identity_problem() if out.is_dir() else None
+    if damaged and (out / "ops").is_dir() and any((out / "ops").iterdir()):
+        raise UsageError(
+            f"--out {out}: its run_identity.json is damaged ({damaged}); it held the run's settings (ops, devices, "
+            "how they were measured), so this run dir cannot be resumed: start again with another --out "
+            f"(the op results under {out / 'ops'} are left as they are)"
+        )
     if out.is_dir() and not existing and (out / "ops").is_dir() and any((out / "ops").iterdir()):
         raise UsageError(f"--out {out} holds op results but no run_identity.json: not a run dir of 'opscreen run'")
     resuming = existing is not None and not in_place_replay
