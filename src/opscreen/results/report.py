@@ -255,7 +255,7 @@ def _status_section(s: Summary) -> str:
         '<section id="status"><h2>Counts by status</h2>'
         f"<h3>Ops ({sum(oc.values())})</h3>{_cards(oc, _OP_KIND)}"
         f"<h3>Cases: (op, dtype, shape) rows ({sum(rc.values())})</h3>{_cards(rc, _ROW_KIND)}"
-        + (f'<p class="note">{trunc} op(s) left a truncated log (killed or timed out): their rows may be incomplete.</p>' if trunc else "")
+        + (f'<p class="note">{trunc} op(s) left a truncated log (killed, timed out or crashed): their rows may be incomplete.</p>' if trunc else "")
         + cards_g
         + "</section>"
     )
