@@ -33,6 +33,7 @@ dtypes' ``run.log`` and ``record.log`` merged into the op dir's own.
 
 from __future__ import annotations
 
+import errno
 import os
 import platform
 import shutil
@@ -767,9 +768,8 @@ class BatchRunner:
         except (OSError, ValueError):
             pass
         if error:
-            complete = len([r for r in self.records.values()])
             line = (
-                f"opscreen run: {error}; stopped: the running ops were killed, {complete} complete op(s) kept"
+                f"opscreen run: {error}; stopped: the running ops were killed, {len(self.records)} complete op(s) kept"
                 + ("" if recorded else ", run_identity.json not updated")
                 + f"; {_fix_hint(self.io_error)}, then resume with: opscreen run --out {self.journal.root}"
             )
@@ -782,8 +782,6 @@ class BatchRunner:
 
 
 def _fix_hint(exc: OSError | None) -> str:
-    import errno
-
     code = getattr(exc, "errno", None)
     if code in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)):
         return "free space"

@@ -236,8 +236,8 @@ def _leave_out_dir() -> None:
 
 def _take_over() -> None:
     """Patch the suite's result class and move its record log into the output dir.
-    Done at configure and again at session start: the suite's conftest may set up
-    its record logger in either."""
+    Done at the end of session start, once the suite's conftest has set up its
+    record logger (in ``pytest_configure`` or ``pytest_sessionstart``)."""
     cfg = _config.load()
     _patch_loaded()
     if cfg.get("record_log_path"):
