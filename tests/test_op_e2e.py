@@ -238,8 +238,8 @@ def test_long_out_path_and_curated_shapes_do_not_break_the_record_log_name(cli, 
     res = cli("op", "mm", "--shape-mode", "curated", "--dtypes", "float32,bfloat16", "--out", out, cwd=tmp_path)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr
     cfg = json.loads((out / "child_config.json").read_text())
-    assert "--shape_file" in cfg["pytest_addopts"] and "-p" in cfg["pytest_addopts"]
-    assert "--shape_file" not in cfg["argv"]
+    assert any(a.startswith("--shape_file=") for a in cfg["pytest_addopts"]) and "-p" in cfg["pytest_addopts"]
+    assert not any(a.startswith("--shape_file") for a in cfg["argv"])
     log = (out / "run.log").read_text()
     assert log.count("Operator: mm  Performance Test") == 2
     rec = [ln for ln in (out / "record.log").read_text().splitlines() if ln.startswith("[INFO] {")]
@@ -250,3 +250,45 @@ def test_bad_timing_knob_is_refused_before_anything_is_written(cli, tmp_path):
     res = cli("op", "relu", "--out", tmp_path / "out", env={"OPSCREEN_MIN_SAMPLES": "abc"}, cwd=tmp_path)
     assert res.returncode == 2 and "OPSCREEN_MIN_SAMPLES" in res.stderr
     assert not (tmp_path / "out").exists()
+
+
+FAST = {"OPSCREEN_MAX_TIME": "0.02", "OPSCREEN_MIN_SAMPLES": "3", "OPSCREEN_MAX_SAMPLES": "10", "OPSCREEN_WARMUP_CALLS": "1"}
+
+
+@pytest.fixture
+def checkout(tmp_path):
+    """A checkout like this repository's: a pyproject.toml with pytest settings at its
+    root and the suite inside it (a copy of the sample suite)."""
+    import shutil
+
+    from conftest import ROOT, SRC
+
+    co = tmp_path / "checkout"
+    shutil.copytree(SRC / "opscreen" / "sample_suite", co / "suite", ignore=shutil.ignore_patterns("__pycache__"))
+    (co / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')
+    # only the absolute src: a relative PYTHONPATH=src of the shell would resolve to the
+    # suite's own src/ in the child's cwd and hide a lost pytest.ini
+    env = dict(FAST, OPSCREEN_CURATED_SHAPES=str(ROOT / "ops" / "shapes.sample.yaml"), PYTHONPATH=str(SRC))
+    return co, env
+
+
+@pytest.mark.parametrize("cmd", [["op", "abs"], ["run", "--ops", "abs,add", "--devices", "0", "--plain"]])
+def test_curated_shapes_with_the_output_inside_the_checkout(cli, checkout, cmd):
+    """Issue 14 item 3: ``--shape_file PATH`` as two words made pytest take PATH for a path
+    to test; with the output inside the checkout the rootdir became the checkout and the
+    suite's pytest.ini (pythonpath = src) was not read: 'No module named minigems'."""
+    co, env = checkout
+    res = cli(*cmd, "--suite", "suite", "--shape-mode", "curated", "--dtypes", "float32", "--out", "runs/cur",
+              env=env, cwd=co, timeout=600)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr
+    logs = sorted((co / "runs" / "cur").rglob("run.log"))
+    assert len(logs) == (1 if cmd[0] == "op" else 2)
+    for log in logs:
+        text = log.read_text()
+        assert f"rootdir: {co / 'suite'}" in text and "configfile: pytest.ini" in text, text[-3000:]
+        assert "minigems" not in text
+        cfg = json.loads((log.parent / "child_config.json").read_text())
+        words = cfg["argv"] + cfg["pytest_addopts"]
+        # every suite option with a value is one word
+        assert not {"--level", "--record", "--dtypes", "--shape_file"} & set(words), words
+        assert "--shape_file=" + cfg["shape_file"] in words

@@ -208,17 +208,28 @@ def build_argv(req: OpRequest, shape_file: Path | None, timer: str) -> tuple[lis
     so plugins, dtypes and the shape-file path go through ``PYTEST_ADDOPTS``, which
     pytest reads but does not count among the invocation args: a long run-dir path
     once pushed that name past the 255-byte file-name limit and every op failed.
+
+    Every suite option with a value is one word, ``--name=value``: the suite's
+    options are unknown to pytest when it picks its rootdir, so the value of a
+    two-word ``--shape_file PATH`` counted as a path to test. With the output dir
+    inside a checkout, the rootdir became the checkout and its ``pyproject.toml``
+    replaced the suite's ``pytest.ini``: every op failed to import the library.
     """
-    argv = [req.suite.python, "-m", "pytest", *req.target.argv, "--level", req.level, "--record", "log", "-s"]
+    argv = [req.suite.python, "-m", "pytest", *req.target.argv, _opt("--level", req.level), _opt("--record", "log"), "-s"]
     argv += list(req.extra_args)
     addopts: list[str] = []
     for d in req.dtypes or []:
-        addopts += ["--dtypes", d]
+        addopts.append(_opt("--dtypes", d))
     if shape_file is not None:
-        addopts += ["--shape_file", str(shape_file)]
+        addopts.append(_opt("--shape_file", str(shape_file)))
     addopts += ["-p", "no:cacheprovider"]
     addopts += pytest_args(plugin_plan(req.backend, timer))
     return argv, addopts
+
+
+def _opt(name: str, value: str) -> str:
+    """``--name=value``: one argv word, never read by pytest as a path of its own."""
+    return f"{name}={value}"
 
 
 def write_json_atomic(path: Path, obj) -> None:
