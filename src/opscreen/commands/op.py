@@ -19,7 +19,7 @@ from ..plan import TIMERS
 from ..providers.flaggems import NodeSpec, Suite, parse_dtypes, safe_dir_name
 from ..repeats import validate_repeats
 from ..runner import OpRequest, run_op, shape_source, validate_flag01
-from ._common import add_backend_arguments
+from ._common import add_backend_arguments, add_pytest_args
 
 NAME = "op"
 HELP = "run one op of the suite in its own process (exit 0 passed, 1 failed, 3 timeout, 4 device-fatal, 5 crashed)"
@@ -46,7 +46,7 @@ def add_arguments(p) -> None:
                    "spread between processes (default 1; docs/timing.md)")
     p.add_argument("--out", help="output directory (default runs/op/<op>)")
     p.add_argument("--replay-from", help="an earlier op output dir: run again with its recorded settings (default $REPLAY_FROM)")
-    p.add_argument("pytest_args", nargs="*", help="extra pytest arguments after --, e.g. -- --warmup 25 --iter 100")
+    add_pytest_args(p)
 
 
 def _env(name: str) -> str | None:
