@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+import signal
 import sys
+import threading
 
 from . import __version__
 from .errors import OpscreenError, UsageError
@@ -73,7 +75,17 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Nam
     return args
 
 
+def sigint_default() -> None:
+    """Ctrl-C (SIGINT) stops every command, even when it was started with SIGINT
+    ignored, as a shell starts the background jobs of a script: opscreen's children
+    run in sessions of their own, so a harness deaf to SIGINT would leave them running
+    (``op`` and ``run`` then install handlers of their own that stop them cleanly)."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(argv: list[str] | None = None) -> int:
+    sigint_default()
     parser = build_parser()
     args = parse_args(parser, list(sys.argv[1:] if argv is None else argv))
     if not getattr(args, "_run", None):
