@@ -260,7 +260,7 @@ def test_dtype_fallback_level1_with_requested_dtypes(faults):
         assert rows[op]["attempts"] == "2"
         assert "Given dtype(s)" in rows[op]["error"]
     first = (out / "ops" / "dtype_f64" / "attempts" / "attempt-1.log").read_text()
-    assert "--dtypes float64 --dtypes float32" in first
+    assert "--dtypes=float64 --dtypes=float32" in first
     final = (out / "ops" / "dtype_f64" / "run.log").read_text()
     assert "dtypes suite default" in final and "SUCCESS" in final
     faults.assert_no_leftovers()

@@ -18,11 +18,12 @@ from ..measure import check_grace, check_timeout
 from ..plan import TIMERS
 from ..providers.flaggems import NodeSpec, Suite, parse_dtypes, safe_dir_name
 from ..repeats import validate_repeats
-from ..runner import OpRequest, run_op, shape_source, validate_flag01
-from ._common import add_backend_arguments
+from ..runner import OpRequest, StopRequest, run_op, shape_source, validate_flag01
+from ._common import add_backend_arguments, add_pytest_args
 
 NAME = "op"
-HELP = "run one op of the suite in its own process (exit 0 passed, 1 failed, 3 timeout, 4 device-fatal, 5 crashed)"
+HELP = ("run one op of the suite in its own process (exit 0 passed, 1 failed, 2 usage, 3 timeout, 4 device-fatal, "
+        "5 crashed, 130 interrupted by SIGINT, SIGTERM or SIGHUP)")
 ORDER = 35
 
 
@@ -46,7 +47,7 @@ def add_arguments(p) -> None:
                    "spread between processes (default 1; docs/timing.md)")
     p.add_argument("--out", help="output directory (default runs/op/<op>)")
     p.add_argument("--replay-from", help="an earlier op output dir: run again with its recorded settings (default $REPLAY_FROM)")
-    p.add_argument("pytest_args", nargs="*", help="extra pytest arguments after --, e.g. -- --warmup 25 --iter 100")
+    add_pytest_args(p)
 
 
 def _env(name: str) -> str | None:
@@ -146,10 +147,19 @@ def run(args) -> int:
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} exists and is not a directory")
 
-    def echo(line: str) -> None:
-        sys.stdout.write(line)
-        sys.stdout.flush()
+    quiet = []  # set once stdout is gone (a closed pipe, a hung-up terminal): run.log still gets every line
 
-    outcome = run_op(req, out, echo=echo)
-    print(f"opscreen op: {req.op} {outcome.status}; results in {outcome.out_dir}")
+    def echo(line: str) -> None:
+        if quiet:
+            return
+        try:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+        except (OSError, ValueError):
+            quiet.append(True)
+
+    # SIGINT, SIGTERM and SIGHUP stop the op: its group killed, result.json "interrupted", exit 130
+    with StopRequest() as stop:
+        outcome = run_op(req, out, stop=stop, echo=echo)
+    echo(f"opscreen op: {req.op} {outcome.status}; results in {outcome.out_dir}\n")
     return outcome.exit_code

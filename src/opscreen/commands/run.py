@@ -22,7 +22,7 @@ from ..errors import UsageError
 from ..measure import check_grace, check_timeout
 from ..plan import TIMERS, planned_timer
 from ..repeats import validate_repeats
-from ._common import add_backend_arguments
+from ._common import add_backend_arguments, add_pytest_args
 
 NAME = "run"
 HELP = "screen many ops (default: all) across devices; resumable run directory"
@@ -89,7 +89,7 @@ def add_arguments(p) -> None:
     p.add_argument("--no-resume", dest="resume", action="store_false", help="refuse to reuse an existing RUN_DIR")
     p.add_argument("--dismiss", help="dismiss list (ops not to run, with reasons); 'none' disables the default list")
     p.add_argument("--plain", action="store_true", help="plain lines even on a terminal (no live view)")
-    p.add_argument("pytest_args", nargs="*", help="extra pytest arguments after --, e.g. -- --warmup 25 --iter 100")
+    add_pytest_args(p)
 
 
 # -- op lists ------------------------------------------------------------------------
