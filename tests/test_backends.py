@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 import time
 from pathlib import Path
 
@@ -192,3 +193,20 @@ def test_backends_json_lists_everything(cli):
     assert by["rocm"]["aliases"]["hygon"] == "hygon"
     assert by["cuda"]["capabilities"]["graph_capture"] is True
     assert data["detect_order"][-1] == "cpu"
+
+
+@pytest.mark.parametrize("asked", ["rocm", "hygon", "cuda", "musa", "ascend", "mlu"])
+def test_devices_messages_name_the_backend_asked_for(tmp_path, cli, asked):
+    # No vendor CLI on PATH, and this interpreter's torch sees no accelerator:
+    # every message must name the backend asked for, never another one.
+    name = resolve(asked).name
+    env = {"PATH": f"{tmp_path}{os.pathsep}{os.path.dirname(sys.executable)}"}
+    res = cli("devices", "--backend", asked, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert f"no {name} devices found" in res.stdout, res.stdout
+    others = {b for b in ("cuda", "rocm", "musa", "ascend", "mlu") if b != name}
+    for line in res.stdout.splitlines():
+        assert not any(f"no {o} device" in line for o in others), line
+    torch_notes = [m for m in res.stderr.splitlines() if "note: torch:" in m and "sees no" in m]
+    for note in torch_notes:
+        assert f"sees no {name} " in note, note

@@ -102,6 +102,13 @@ class Backend:
     torch_modules: tuple[str, ...] = ()  # extension modules to import before probing
     device_nodes: tuple[str, ...] = ()  # glob patterns whose presence hints at hardware
 
+    def device_label(self) -> str:
+        """How messages name this backend's devices: the backend's own name, with the
+        torch device type beside it where they differ (rocm's devices are torch 'cuda')."""
+        if self.device_type == self.name:
+            return self.name
+        return f"{self.name} (torch device type '{self.device_type}')"
+
     def with_vendor(self, vendor: str | None) -> "Backend":
         return self if not vendor or vendor == self.vendor else replace(self, vendor=vendor)
 
@@ -169,7 +176,7 @@ class Backend:
         if payload.get("error"):
             return Enumeration([], [f"torch: {payload['error']}"], [src])
         devs = [Device(i, n, src, {"torch": payload.get("torch")}) for i, n in enumerate(payload.get("names", []))]
-        msgs = [] if devs else [f"torch: torch {payload.get('torch')} sees no '{self.device_type}' device"]
+        msgs = [] if devs else [f"torch: torch {payload.get('torch')} sees no {self.device_label()} device"]
         return Enumeration(devs, msgs, [src])
 
     def enumerate(self, python: str | None = None) -> Enumeration:

@@ -37,7 +37,7 @@ def run(args) -> int:
     for msg in en.messages:
         print(f"  note: {msg}", file=sys.stderr)
     if not en.devices:
-        print(f"  no {b.device_type} devices found (tried: {', '.join(en.sources_tried) or 'nothing'})")
+        print(f"  no {b.name} devices found (tried: {', '.join(en.sources_tried) or 'nothing'})")
         return 0
     for d in en.devices:
         print(f"  [{d.index}] {d.name}  (source: {d.source})")
