@@ -210,3 +210,37 @@ def test_devices_messages_name_the_backend_asked_for(tmp_path, cli, asked):
     torch_notes = [m for m in res.stderr.splitlines() if "note: torch:" in m and "sees no" in m]
     for note in torch_notes:
         assert f"sees no {name} " in note, note
+
+
+def _stub_torch(dirpath: Path, hip: str | None) -> Path:
+    """A stand-in torch whose 'cuda' module sees two devices, built for CUDA or HIP."""
+    pkg = dirpath / "stub" / "torch"
+    pkg.mkdir(parents=True)
+    pkg.joinpath("__init__.py").write_text(
+        "__version__ = '9.9.9+stub'\n"
+        f"class version:\n    hip = {hip!r}\n    cuda = {None if hip else '12.6'!r}\n"
+        "class cuda:\n"
+        "    is_available = staticmethod(lambda: True)\n"
+        "    device_count = staticmethod(lambda: 2)\n"
+        f"    get_device_name = staticmethod(lambda i: {'AMD Instinct MI300X' if hip else 'NVIDIA H200'!r})\n"
+    )
+    return pkg.parent
+
+
+@pytest.mark.parametrize("asked,hip,listed", [
+    ("rocm", None, False), ("hygon", None, False), ("cuda", "6.2.41133", False),
+    ("rocm", "6.2.41133", True), ("cuda", None, True),
+])
+def test_torch_probe_lists_only_devices_of_the_backend_asked_for(tmp_path, cli, asked, hip, listed):
+    # rocm and cuda torch builds both expose 'cuda' devices: --backend rocm on an
+    # NVIDIA machine must not list the H200s as rocm devices, nor the reverse.
+    stub = _stub_torch(tmp_path, hip)
+    env = {"PATH": f"{tmp_path}{os.pathsep}{os.path.dirname(sys.executable)}",
+           "PYTHONPATH": f"{Path(backends.__file__).parents[2]}{os.pathsep}{stub}"}
+    res = cli("devices", "--backend", asked, "--json", env=env)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert bool(out["devices"]) is listed, out
+    if not listed:
+        name = resolve(asked).name
+        assert any(m.startswith("torch: torch 9.9.9+stub is") and f"not {name} devices" in m for m in out["messages"]), out
