@@ -50,6 +50,7 @@ from typing import Any, Iterable
 
 from ..errors import UsageError, read_input
 from ._io import csv_text, write_atomic
+from ..tables import table, to_text
 from .summary import COL, Summary
 
 __all__ = [
@@ -529,44 +530,48 @@ def format_comparison(c: Comparison, *, top: int = 10, ops_top: int = 10) -> str
     g = c.geomean_ratio()
     ga, gb = a.geomeans()["overall"], b.geomeans()["overall"]
     L.append(f"geometric-mean speedup: A {_f3(ga)}  B {_f3(gb)}   B/A over joined rows {_f3(g)}")
-    hdr = f"  {'change':>8} {'band':>6}  {'op':<20} {'dtype':<9} {'A':>8} {'B':>8}  shape"
+    ms = c.metric == "speedup"
 
-    def table(title: str, rows: list[CompareRow]) -> None:
+    def rows_table(title: str, rows: list[CompareRow]) -> None:
         L.append("")
         L.append(title)
         if not rows:
             L.append("  (none)")
             return
-        L.append(hdr)
+        t = table("change>", "band>", "op", "dtype", "A>", "B>", "shape")
         for r in rows:
-            op = r.op + (f" {r.test}" if r.test else "")
-            L.append(
-                f"  {_chg(r.change):>8} {('±' + format(r.band * 100, '.1f')) if r.band is not None else '-':>6}  "
-                f"{op:<20} {r.dtype:<9} {_f3(r.a_speedup if c.metric == 'speedup' else r.a_lib_ms):>8} "
-                f"{_f3(r.b_speedup if c.metric == 'speedup' else r.b_lib_ms):>8}  {_short_shape(r.shape)}"
+            t.row(
+                _chg(r.change), ("±" + format(r.band * 100, ".1f")) if r.band is not None else "-",
+                r.op + (f" {r.test}" if r.test else ""), r.dtype,
+                _f3(r.a_speedup if ms else r.a_lib_ms), _f3(r.b_speedup if ms else r.b_lib_ms), _short_shape(r.shape),
             )
+        L.append(t)
 
-    table(f"top regressions (B slower than A), {len(c.regressions())} in all:", c.regressions(top))
-    table(f"top improvements (B faster than A), {len(c.improvements())} in all:", c.improvements(top))
+    rows_table(f"top regressions (B slower than A), {len(c.regressions())} in all:", c.regressions(top))
+    rows_table(f"top improvements (B faster than A), {len(c.improvements())} in all:", c.improvements(top))
     br = c.broken()
     if br:
         L.append("")
         L.append(f"broken in B ({len(br)} rows measured in A, failed or missing in B):")
         ops = sorted({r.op for r in br})
         bst = {o.op: o for o in b.ops}
+        t = table("op", "rows>", "in B")
         for op in ops[:top]:
             o = bst.get(op)
             why = f"{o.status}: {o.error}" if o is not None and o.error else (o.status if o is not None else "not in B")
-            L.append(f"  {op:<24} {sum(1 for r in br if r.op == op)} rows  ({why})")
+            t.row(op, sum(1 for r in br if r.op == op), why)
+        L.append(t)
     ratios = c.op_ratios()
     if ratios:
         L.append("")
         L.append(f"per-op geometric mean of B/A ({len(ratios)} ops; worst first):")
         show = ratios if len(ratios) <= 2 * ops_top else ratios[:ops_top] + [None] + ratios[-ops_top:]
-        for t in show:
-            if t is None:
-                L.append("  ...")
+        t = table("op", "B/A>", "rows>", "slower>", "faster>")
+        for x in show:
+            if x is None:
+                t.row("...", "", "", "", "")
                 continue
-            op, ratio, n, sl, fa = t
-            L.append(f"  {op:<24} {ratio:7.3f}  ({n} rows: {sl} slower, {fa} faster)")
-    return "\n".join(L)
+            op, ratio, n, sl, fa = x
+            t.row(op, f"{ratio:.3f}", n, sl, fa)
+        L.append(t)
+    return to_text(L)

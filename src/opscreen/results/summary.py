@@ -29,6 +29,7 @@ from typing import Any, Iterable
 from ..errors import UsageError
 from ._io import csv_text, read_json, write_atomic
 from ..repeats import REPEAT_DIR
+from ..tables import table, to_text
 from .parse import CaseRow, ParsedLog, merge_rows, parse_record_json, parse_record_log, parse_run_log
 
 __all__ = [
@@ -515,9 +516,11 @@ def format_summary(s: Summary) -> str:
     )
     g = s.geomeans()
     lines.append("geometric-mean speedup (ok rows; >1: the library is faster than torch)")
+    t = table("dtype", "geomean>", "rows>")
     for d, v in g["by_dtype"].items():
-        lines.append(f"  {d or '?':<12} {_fmt(v['geomean'])}  ({v['rows']} rows)")
-    lines.append(f"  {'overall':<12} {_fmt(g['overall'])}  ({g['rows']} rows)")
+        t.row(d or "?", _fmt(v["geomean"]), v["rows"])
+    t.row("overall", _fmt(g["overall"]), g["rows"])
+    lines.append(t)
     sp = s.spread_stats()
     if sp:
         lines.append(
@@ -525,11 +528,13 @@ def format_summary(s: Summary) -> str:
             f"{_pct(sp['median'])}, p90 {_pct(sp['p90'])}, max {_pct(sp['max'])}; "
             f"{sp['over']} over {_pct(sp['over_limit'], 0)} (a rerun may differ by as much)"
         )
+        worst = table("spread>", "op", "dtype", "shape", "processes>")
         for w in sp["worst"]:
             if w["speedup_spread"] > sp["over_limit"]:
-                lines.append(f"  {_pct(w['speedup_spread']):>7}  {w['op']:<20} {w['dtype'] or '?':<9} "
-                             f"{w['shape']}  ({w['repeats']} processes)")
-    return "\n".join(lines)
+                worst.row(_pct(w["speedup_spread"]), w["op"], w["dtype"] or "?", w["shape"], w["repeats"])
+        if len(worst):
+            lines.append(worst)
+    return to_text(lines)
 
 
 def _pct(v: float | None, nd: int = 1) -> str:
