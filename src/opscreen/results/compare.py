@@ -2,7 +2,7 @@
 
 Lifecycle: :func:`check_caliber` compares the two runs' ``caliber`` blocks (from
 ``run_identity.json``, kept in ``summary.json``) and says which fields differ;
-:func:`compare_summaries` joins the rows on (op, test, dtype, shape) and gives each
+:func:`compare_summaries` joins the rows on (op, variant, dtype, shape) and gives each
 a :class:`Verdict`; the :class:`Comparison` it returns writes ``compare.csv`` and
 the text report.
 
@@ -193,10 +193,13 @@ def check_caliber(a: dict | None, b: dict | None, allow: Iterable[str] = ()) -> 
 
 @dataclass(slots=True)
 class CompareRow:
-    """One (op, test, dtype, shape) of the join."""
+    """One (op, variant, dtype, shape) of the join; ``test`` (the test function, B's
+    where B names it) is not part of the key: a test renamed between the runs, or a run
+    whose logs name no test, still joins."""
 
     op: str
     test: str
+    variant: str
     dtype: str
     shape: str
     verdict: Verdict
@@ -218,7 +221,7 @@ class CompareRow:
 
     @property
     def key(self) -> tuple[str, str, str, str]:
-        return (self.op, self.test, self.dtype, self.shape)
+        return (self.op, self.variant, self.dtype, self.shape)
 
     @property
     def ratio(self) -> float | None:
@@ -226,7 +229,7 @@ class CompareRow:
 
 
 CSV_COLUMNS = [
-    "op", "test", "dtype", "shape", "verdict", "change_pct", "band_pct", "basis",
+    "op", "test", "variant", "dtype", "shape", "verdict", "change_pct", "band_pct", "basis",
     "a_speedup", "b_speedup", "a_lib_ms", "b_lib_ms", "a_torch_ms", "b_torch_ms",
     "a_noise_pct", "b_noise_pct", "a_status", "b_status", "a_timer", "b_timer",
 ]  # fmt: skip
@@ -334,7 +337,7 @@ class Comparison:
     def to_csv_text(self) -> str:
         def cells(r: CompareRow):
             return [
-                r.op, r.test, r.dtype, r.shape, r.verdict.value, _pct(r.change), _pct(r.band), r.basis,
+                r.op, r.test, r.variant, r.dtype, r.shape, r.verdict.value, _pct(r.change), _pct(r.band), r.basis,
                 r.a_speedup, r.b_speedup, r.a_lib_ms, r.b_lib_ms, r.a_torch_ms, r.b_torch_ms,
                 _pct(r.a_noise), _pct(r.b_noise), r.a_status, r.b_status, r.a_timer, r.b_timer,
             ]  # fmt: skip
@@ -408,18 +411,19 @@ def compare_summaries(
     if metric not in ("speedup", "lib_ms"):
         raise UsageError(f"--metric {metric}: choose speedup or lib_ms")
     chk = check if check is not None else check_caliber(a.caliber, b.caliber, allow)
-    iop, itest, idt, ish, ist = COL["op"], COL["test"], COL["dtype"], COL["shape"], COL["status"]
+    iop, itest, ivar, idt, ish, ist = COL["op"], COL["test"], COL["variant"], COL["dtype"], COL["shape"], COL["status"]
     isp, ilib, itor = COL["speedup"], COL["lib_ms"], COL["torch_ms"]
     itr, ilr = COL["torch_rsd"], COL["lib_rsd"]
-    a_rows = {(r[iop], r[itest], r[idt], r[ish]): r for r in a.rows}
+    a_rows = {(r[iop], r[ivar] or "", r[idt], r[ish]): r for r in a.rows}
     b_status = {o.op: o.status for o in b.ops}
     out: list[CompareRow] = []
     seen = set()
     vi = isp if metric == "speedup" else ilib
     for rb in b.rows:
-        key = (rb[iop], rb[itest], rb[idt], rb[ish])
+        key = (rb[iop], rb[ivar] or "", rb[idt], rb[ish])
         ra = a_rows.get(key)
-        cr = CompareRow(*key, verdict=Verdict.NEW)
+        test = rb[itest] or (ra[itest] if ra is not None else "") or ""
+        cr = CompareRow(key[0], test, *key[1:], verdict=Verdict.NEW)
         cr.b_speedup, cr.b_lib_ms, cr.b_torch_ms, cr.b_status = rb[isp], rb[ilib], rb[itor], rb[ist]
         cr.b_noise = _noise(rb[itr], rb[ilr], metric)
         cr.b_timer = _timer(rb)
@@ -457,10 +461,10 @@ def compare_summaries(
                 cr.verdict = Verdict.FAILED
         out.append(cr)
     for ra in a.rows:
-        key = (ra[iop], ra[itest], ra[idt], ra[ish])
+        key = (ra[iop], ra[ivar] or "", ra[idt], ra[ish])
         if key in seen:
             continue
-        cr = CompareRow(*key, verdict=Verdict.GONE)
+        cr = CompareRow(key[0], ra[itest] or "", *key[1:], verdict=Verdict.GONE)
         cr.a_speedup, cr.a_lib_ms, cr.a_torch_ms, cr.a_status = ra[isp], ra[ilib], ra[itor], ra[ist]
         cr.a_noise = _noise(ra[itr], ra[ilr], metric)
         cr.a_timer = _timer(ra)
@@ -542,7 +546,7 @@ def format_comparison(c: Comparison, *, top: int = 10, ops_top: int = 10) -> str
         for r in rows:
             t.row(
                 _chg(r.change), ("±" + format(r.band * 100, ".1f")) if r.band is not None else "-",
-                r.op + (f" {r.test}" if r.test else ""), r.dtype,
+                r.op + (f" {r.variant}" if r.variant else ""), r.dtype,
                 _f3(r.a_speedup if ms else r.a_lib_ms), _f3(r.b_speedup if ms else r.b_lib_ms), _short_shape(r.shape),
             )
         L.append(t)

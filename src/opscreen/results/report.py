@@ -41,6 +41,11 @@ def _f(v: float | None, nd: int = 3) -> str:
     return "–" if v is None else f"{v:.{nd}f}"
 
 
+def _test_cell(test: str | None, variant: str | None) -> str:
+    """The test function and the variant (op_name, #n) that tells apart its rows."""
+    return " ".join(x for x in (test, variant) if x)
+
+
 def _ms(v: float | None) -> str:
     if v is None:
         return "–"
@@ -334,12 +339,12 @@ def _noise_txt(t: Any, l: Any, repeats: Any = None, spread: Any = None) -> str:
 def _slowest_section(s: Summary) -> str:
     si, vi = COL["status"], COL["speedup"]
     rows = [r for r in s.rows if r[si] == "ok" and r[vi] is not None]
-    rows.sort(key=lambda r: (r[vi], r[0], r[1], r[2], r[3]))
+    rows.sort(key=lambda r: (r[vi], r[0], r[1], r[2], r[3], r[4]))
     out = []
     for r in rows[:SLOWEST]:
         timer = r[COL["torch_timer"]] if r[COL["torch_timer"]] == r[COL["lib_timer"]] else f"{r[COL['torch_timer']] or '-'}|{r[COL['lib_timer']] or '-'}"
         out.append(
-            f"<tr><td>{e(r[COL['op']])}</td><td>{e(r[COL['test']])}</td><td>{e(r[COL['dtype']])}</td>"
+            f"<tr><td>{e(r[COL['op']])}</td><td>{e(_test_cell(r[COL['test']], r[COL['variant']]))}</td><td>{e(r[COL['dtype']])}</td>"
             f"<td class=\"shape\">{e(r[COL['shape']])}</td><td class=\"num\">{_ms(r[COL['torch_ms']])}</td>"
             f"<td class=\"num\">{_ms(r[COL['lib_ms']])}</td><td class=\"num {_sp_class(r[vi])}\">{_f(r[vi])}</td>"
             f"<td>{e(timer)}</td><td class=\"num\">{e(_noise_txt(r[COL['torch_rsd']], r[COL['lib_rsd']], r[COL['repeats']], r[COL['speedup_spread']]))}</td></tr>"
@@ -449,7 +454,7 @@ def _compare_section(c: Comparison) -> str:
             body.append(
                 f"<tr><td class=\"num {_chg_class(r.change)}\">{'–' if r.change is None else f'{100 * r.change:+.1f}%'}</td>"
                 f"<td class=\"num\">{'–' if r.band is None else f'±{100 * r.band:.1f}%'}</td>"
-                f"<td>{e(r.op)}</td><td>{e(r.test)}</td><td>{e(r.dtype)}</td><td class=\"shape\">{e(r.shape)}</td>"
+                f"<td>{e(r.op)}</td><td>{e(_test_cell(r.test, r.variant))}</td><td>{e(r.dtype)}</td><td class=\"shape\">{e(r.shape)}</td>"
                 f'<td class="num">{_f(r.a_speedup)}</td><td class="num">{_f(r.b_speedup)}</td>'
                 f"<td>{e(r.verdict.value)}</td></tr>"
             )

@@ -47,11 +47,12 @@ __all__ = [
     "resolve_run",
 ]
 
-SUMMARY_VERSION = 1
+# 2: ``test`` holds the test function, ``variant`` what version 1 held in ``test``
+SUMMARY_VERSION = 2
 SUMMARY_KIND = "opscreen.summary"
 
 COLUMNS = [
-    "op", "test", "dtype", "shape", "status",
+    "op", "test", "variant", "dtype", "shape", "status",
     "torch_ms", "lib_ms", "speedup", "tflops", "torch_gbps", "lib_gbps",
     "torch_timer", "lib_timer", "torch_samples", "lib_samples", "torch_rsd", "lib_rsd",
     "op_status", "backend", "device", "device_name", "truncated", "source",
@@ -384,11 +385,11 @@ def _summarize_op(
                 logs.append(math.log(speedup))
         else:
             st = RowStatus.NO_DATA.value
-        test = r.op if r.op != op else ""
+        variant = r.op if r.op != op else ""
         if r.occurrence > 1:
-            test = f"{test}#{r.occurrence}"
+            variant = f"{variant}#{r.occurrence}"
         out.append([
-            op, test, r.dtype, r.shape, st,
+            op, test_name(r.test_case), variant, r.dtype, r.shape, st,
             _clean(r.torch_ms), _clean(r.lib_ms), _clean(speedup), _clean(r.tflops), _clean(r.torch_gbps), _clean(r.lib_gbps),
             r.torch_timer, r.lib_timer, r.torch_samples, r.lib_samples, _clean(r.torch_rsd), _clean(r.lib_rsd),
             status, backend, device, device_name, truncated, r.source,
@@ -398,6 +399,12 @@ def _summarize_op(
     info.ok_rows = ok
     info.geomean = _exp_mean(logs)
     return info, out
+
+
+def test_name(node: str | None) -> str:
+    """``benchmark/test_abs.py::test_abs`` -> ``test_abs`` (with pytest's parameter id,
+    if any); "" when the logs do not say which test measured the row."""
+    return node.rsplit("::", 1)[-1] if node else ""
 
 
 def build_summary(path: str | Path) -> Summary:
@@ -455,16 +462,21 @@ def load_summary(path: str | Path) -> Summary:
         raise UsageError(f"{p} is not valid JSON ({exc}): re-run 'opscreen summary {p.parent}'") from None
     if not isinstance(obj, dict) or obj.get("kind") != SUMMARY_KIND:
         raise UsageError(f"{p} is not an opscreen summary")
-    if obj.get("version") != SUMMARY_VERSION:
+    if obj.get("version") not in (1, SUMMARY_VERSION):
         raise UsageError(
-            f"{p} has summary version {obj.get('version')!r}, this opscreen reads version {SUMMARY_VERSION}: "
+            f"{p} has summary version {obj.get('version')!r}, this opscreen reads versions 1 to {SUMMARY_VERSION}: "
             f"re-run 'opscreen summary {p.parent}'"
         )
-    cols = obj.get("columns") or COLUMNS
+    cols = list(obj.get("columns") or COLUMNS)
     rows = obj.get("rows") or []
+    if obj["version"] == 1 and "variant" not in cols and "test" in cols:
+        cols[cols.index("test")] = "variant"  # version 1's test was the variant; it named no test
     if cols != COLUMNS:
         idx = [cols.index(c) if c in cols else None for c in COLUMNS]
         rows = [[(r[i] if i is not None else None) for i in idx] for r in rows]
+    if obj["version"] == 1:
+        for r in rows:
+            r[COL["test"]] = ""
     known = set(OpSummary.__dataclass_fields__)
     ops = [OpSummary(**{k: v for k, v in o.items() if k in known}) for o in obj.get("ops") or []]
     return Summary(
@@ -474,7 +486,6 @@ def load_summary(path: str | Path) -> Summary:
         caliber=obj.get("caliber") or {},
         ops=ops,
         rows=rows,
-        version=obj["version"],
         path=p.parent,
     )
 
