@@ -130,7 +130,7 @@ def speedup_plot_svg(by_dtype: dict[str, list[float]]) -> str | None:
 
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FixedLocator, FuncFormatter
+    from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator
 
     with matplotlib.rc_context({"svg.hashsalt": "opscreen", "svg.fonttype": "path", "font.size": 9}):
         allv = [math.log2(v) for vals in series.values() for v in vals]
@@ -152,6 +152,7 @@ def speedup_plot_svg(by_dtype: dict[str, list[float]]) -> str | None:
             ax.axvline(0.0, color="#333", lw=0.8)
             ax.axvline(math.log2(gm), color="#2f5fb3", lw=1.2, ls="--")
             ax.set_ylabel("cases")
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts: never a 2.5-case tick
             ax.text(
                 0.005, 0.93, f"{d}: {len(vals)} cases, geomean {gm:.3f}, {len(faster)} ≥ 1, {len(slower)} < 1",
                 transform=ax.transAxes, va="top", ha="left", fontsize=8.5,
@@ -178,16 +179,25 @@ def _change_plot_svg(changes: list[float]) -> str | None:
 
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator
 
     with matplotlib.rc_context({"svg.hashsalt": "opscreen", "svg.fonttype": "path", "font.size": 9}):
         lo, hi = min(vals + [-5.0]), max(vals + [5.0])
         nb = 60
         bins = [lo + (hi - lo) * i / nb for i in range(nb + 1)]
         fig, ax = plt.subplots(figsize=(9.5, 1.9))
-        ax.hist([v for v in vals if v < 0], bins=bins, color="#d1495b", alpha=0.85)
-        ax.hist([v for v in vals if v >= 0], bins=bins, color="#2f9e5b", alpha=0.85)
+        n1, _, _ = ax.hist([v for v in vals if v < 0], bins=bins, color="#d1495b", alpha=0.85)
+        n2, _, _ = ax.hist([v for v in vals if v >= 0], bins=bins, color="#2f9e5b", alpha=0.85)
         ax.axvline(0.0, color="#333", lw=0.8)
-        ax.set_yscale("symlog", linthresh=10)
+        top = max([0.0, *n1, *n2])
+        if top <= 10:
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts: whole numbers only
+        else:
+            # linear up to 10 cases, logarithmic above; ticks at 0, 10, 100, ... cases
+            ax.set_yscale("symlog", linthresh=10)
+            ax.yaxis.set_major_locator(FixedLocator([0] + [10**k for k in range(1, math.ceil(math.log10(top)) + 1)]))
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0f}"))
+            ax.yaxis.set_minor_locator(NullLocator())
         ax.set_xlabel("change of the speedup, B vs A (%)")
         ax.set_ylabel("cases")
         ax.spines[["top", "right"]].set_visible(False)
