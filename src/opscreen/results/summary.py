@@ -42,6 +42,7 @@ __all__ = [
     "write_summary",
     "load_summary",
     "ensure_summary",
+    "load_or_build",
     "format_summary",
     "geomean",
     "resolve_run",
@@ -490,15 +491,23 @@ def load_summary(path: str | Path) -> Summary:
     )
 
 
-def ensure_summary(path: str | Path, *, rebuild: bool = False) -> Summary:
-    """Load ``summary.json`` from a run/op dir (or a summary.json path); build and write it when missing."""
+def load_or_build(path: str | Path, *, rebuild: bool = False) -> tuple[Summary, bool]:
+    """Load ``summary.json`` from a run/op dir (or a summary.json path), else build the
+    summary; writes nothing. Returns ``(summary, built)``: ``built`` says it is not on
+    disk yet (:func:`write_summary` it once the caller has decided to go on)."""
     p = Path(path)
     if p.is_file() and p.suffix == ".json":
-        return load_summary(p)
+        return load_summary(p), False
     if not rebuild and (p / "summary.json").is_file():
-        return load_summary(p)
-    s = build_summary(p)
-    write_summary(s)
+        return load_summary(p), False
+    return build_summary(p), True
+
+
+def ensure_summary(path: str | Path, *, rebuild: bool = False) -> Summary:
+    """Load ``summary.json`` from a run/op dir (or a summary.json path); build and write it when missing."""
+    s, built = load_or_build(path, rebuild=rebuild)
+    if built:
+        write_summary(s)
     return s
 
 
