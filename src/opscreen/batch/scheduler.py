@@ -129,7 +129,7 @@ class HashScheduler:
         self.running: dict[int, str | None] = {}
         self.home: dict[str, int] = {}  # op -> hashed device at distribution time
         self.completed: set[str] = set()
-        self.stolen: dict[str, tuple[int, int]] = {}  # op -> (from, to)
+        self.stolen: dict[str, tuple[int, int]] = {}  # op -> (from, to) while it runs where it was stolen to
         self._distributed = False
         self.removed: list[int] = []
         self.avoid: dict[str, set[int]] = {}  # op -> devices it must not run on again if avoidable
@@ -229,6 +229,9 @@ class HashScheduler:
         (the least loaded such device; idle devices first). Returns the device
         chosen, or None when no device is left (the op waits in the pending list)."""
         self._distribute()
+        # placed, not stolen: an op a device stole and then gave up (a device-fatal exit)
+        # runs where it is put now, possibly the device it was stolen from
+        self.stolen.pop(op, None)
         avoid = set(avoid)
         if avoid:
             self.avoid.setdefault(op, set()).update(avoid)

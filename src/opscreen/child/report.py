@@ -6,7 +6,8 @@
   (``Timer``, ``Samples``, ``Noise(%)``) before ``Size Detail``, and folds inputs
   that are identical in every row into one legend line above the columns.
 * Extends ``to_json`` so every record-log row carries ``timer``, ``samples``,
-  ``rsd``, ``calls`` (and ``*_base`` for the torch side).
+  ``rsd``, ``calls`` (and ``*_base`` for the torch side), and every entry the
+  ``test_case`` (pytest node id) that measured it, as FlagGems' ``--record json`` names it.
 * Moves the suite's record log to the output directory as ``record.log``. The
   suite opens ``result_<args>.log`` relative to the current directory while it
   configures pytest; the child runs in the suite root, so from the first
@@ -34,6 +35,7 @@ from .timed import TAG_NAMES, tags_of
 
 RECORD_LOGGER = "flag_gems_benchmark"
 _PATCHED: set = set()
+_CURRENT_TEST: list = [None]  # node id of the test running now
 
 GREEN, RED, YELLOW, RESET = "\033[32m", "\033[31m", "\033[33m", "\033[0m"
 
@@ -150,6 +152,8 @@ def patch_consts(mod) -> bool:
         for row, m in zip(data.get("result") or [], self.result):
             if isinstance(row, dict):
                 row.update(row_tags(m))
+        if _CURRENT_TEST[0] and isinstance(data, dict) and not data.get("test_case"):
+            data["test_case"] = _CURRENT_TEST[0]
         return json.dumps(data, default=str)
 
     cls.__str__ = format_result
@@ -260,3 +264,11 @@ def pytest_sessionstart(session):
 
 def pytest_collection_finish(session):
     _patch_loaded()
+
+
+def pytest_runtest_logstart(nodeid, location):
+    _CURRENT_TEST[0] = nodeid
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    _CURRENT_TEST[0] = None

@@ -112,6 +112,9 @@ class CaseRow:
     level: str | None = None
     error: str | None = None
     source: str = ""
+    # the pytest node that measured the row (``benchmark/test_abs.py::test_abs``): the
+    # record entry's ``test_case`` (opscreen's child adds it; FlagGems' --record json has it)
+    test_case: str | None = None
 
     @property
     def test(self) -> str:
@@ -611,6 +614,7 @@ def _row_from_record(entry: dict, r: dict, occ: _Occurrences, source: str) -> Ca
         level=entry.get("level"),
         error=str(err) if err else None,
         source=source,
+        test_case=str(entry["test_case"]) if entry.get("test_case") else None,
     )
     row.occurrence = occ(op, dtype, shape)
     return row
@@ -702,7 +706,10 @@ def parse_record_json(path_or_obj: Any, source: str = "record.json") -> ParsedLo
         node = block.get("test_case")
         if node:
             res.nodes.append(str(node))
+        first = len(res.rows)
         _rows_from_entries(block.get("details") or [], res, occ)
+        for row in res.rows[first:]:
+            row.test_case = row.test_case or (str(node) if node else None)
         if block.get("result") not in (None, "passed"):
             res.failures.append(Failure(str(node or name), block.get("reason")))
     return res
