@@ -144,12 +144,13 @@ def build_request(args) -> OpRequest:
     device = args.device if args.device is not None else int(rp.get("device", 0))
     if device < 0:
         raise UsageError(f"--device {device}: give a device index >= 0")
-    # the device must exist (as for `opscreen run`), before an earlier result is replaced
-    choose_devices(backend, str(device), suite.python, flag="--device")
-    check_writable_dir(Path(args.out) if args.out else Path("runs") / "op" / safe_dir_name(target.op), "--out")
     timeout = check_timeout(args.timeout if args.timeout is not None else rp.get("timeout", 1800.0))
     grace = check_grace(args.grace if args.grace is not None else rp.get("grace", 10.0))
     extra = list(args.pytest_args) if args.pytest_args else list(rp.get("extra_args", []))
+    repeats = validate_repeats(args.repeats if args.repeats is not None else rp.get("repeats", 1))
+    check_writable_dir(Path(args.out) if args.out else Path("runs") / "op" / safe_dir_name(target.op), "--out")
+    # the device must exist (enumerated as `opscreen run` does) before an earlier result is replaced
+    choose_devices(backend, str(device), suite.python, flag="--device")
     req = OpRequest(
         op=target.op,
         target=target,
@@ -168,7 +169,7 @@ def build_request(args) -> OpRequest:
         timeout=timeout,
         grace=grace,
         extra_args=extra,
-        repeats=validate_repeats(args.repeats if args.repeats is not None else rp.get("repeats", 1)),
+        repeats=repeats,
         color=sys.stdout.isatty() and not _env("NO_COLOR"),
     )
     collect(req, say=lambda line: sys.stderr.write(f"opscreen op: {line}\n"))
