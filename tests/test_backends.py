@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 import time
 from pathlib import Path
 
@@ -192,3 +193,54 @@ def test_backends_json_lists_everything(cli):
     assert by["rocm"]["aliases"]["hygon"] == "hygon"
     assert by["cuda"]["capabilities"]["graph_capture"] is True
     assert data["detect_order"][-1] == "cpu"
+
+
+@pytest.mark.parametrize("asked", ["rocm", "hygon", "cuda", "musa", "ascend", "mlu"])
+def test_devices_messages_name_the_backend_asked_for(tmp_path, cli, asked):
+    # No vendor CLI on PATH, and this interpreter's torch sees no accelerator:
+    # every message must name the backend asked for, never another one.
+    name = resolve(asked).name
+    env = {"PATH": f"{tmp_path}{os.pathsep}{os.path.dirname(sys.executable)}"}
+    res = cli("devices", "--backend", asked, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert f"no {name} devices found" in res.stdout, res.stdout
+    others = {b for b in ("cuda", "rocm", "musa", "ascend", "mlu") if b != name}
+    for line in res.stdout.splitlines():
+        assert not any(f"no {o} device" in line for o in others), line
+    torch_notes = [m for m in res.stderr.splitlines() if "note: torch:" in m and "sees no" in m]
+    for note in torch_notes:
+        assert f"sees no {name} " in note, note
+
+
+def _stub_torch(dirpath: Path, hip: str | None) -> Path:
+    """A stand-in torch whose 'cuda' module sees two devices, built for CUDA or HIP."""
+    pkg = dirpath / "stub" / "torch"
+    pkg.mkdir(parents=True)
+    pkg.joinpath("__init__.py").write_text(
+        "__version__ = '9.9.9+stub'\n"
+        f"class version:\n    hip = {hip!r}\n    cuda = {None if hip else '12.6'!r}\n"
+        "class cuda:\n"
+        "    is_available = staticmethod(lambda: True)\n"
+        "    device_count = staticmethod(lambda: 2)\n"
+        f"    get_device_name = staticmethod(lambda i: {'AMD Instinct MI300X' if hip else 'NVIDIA H200'!r})\n"
+    )
+    return pkg.parent
+
+
+@pytest.mark.parametrize("asked,hip,listed", [
+    ("rocm", None, False), ("hygon", None, False), ("cuda", "6.2.41133", False),
+    ("rocm", "6.2.41133", True), ("cuda", None, True),
+])
+def test_torch_probe_lists_only_devices_of_the_backend_asked_for(tmp_path, cli, asked, hip, listed):
+    # rocm and cuda torch builds both expose 'cuda' devices: --backend rocm on an
+    # NVIDIA machine must not list the H200s as rocm devices, nor the reverse.
+    stub = _stub_torch(tmp_path, hip)
+    env = {"PATH": f"{tmp_path}{os.pathsep}{os.path.dirname(sys.executable)}",
+           "PYTHONPATH": f"{Path(backends.__file__).parents[2]}{os.pathsep}{stub}"}
+    res = cli("devices", "--backend", asked, "--json", env=env)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert bool(out["devices"]) is listed, out
+    if not listed:
+        name = resolve(asked).name
+        assert any(m.startswith("torch: torch 9.9.9+stub is") and f"not {name} devices" in m for m in out["messages"]), out

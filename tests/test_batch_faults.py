@@ -260,7 +260,7 @@ def test_dtype_fallback_level1_with_requested_dtypes(faults):
         assert rows[op]["attempts"] == "2"
         assert "Given dtype(s)" in rows[op]["error"]
     first = (out / "ops" / "dtype_f64" / "attempts" / "attempt-1.log").read_text()
-    assert "--dtypes float64 --dtypes float32" in first
+    assert "--dtypes=float64 --dtypes=float32" in first
     final = (out / "ops" / "dtype_f64" / "run.log").read_text()
     assert "dtypes suite default" in final and "SUCCESS" in final
     faults.assert_no_leftovers()
@@ -379,3 +379,52 @@ def test_inventory_ops_and_gpus_alias_all(faults):
     # on cpu, 'all' is min(2, cores) parallel slots
     assert ident["batch"]["devices"] == list(range(min(2, os.cpu_count() or 1)))
     assert ident["settings"]["ops_source"].startswith("--inventory")
+
+
+def test_a_child_that_never_starts_pytest_is_not_a_truncated_log(faults, monkeypatch, cli):
+    """A child that exits on its own before pytest starts (here: an interpreter
+    without pytest) leaves a complete log: the summary and the report must not call
+    it truncated ("killed or timed out"). A child killed at --timeout still is."""
+    from opscreen.backends import resolve
+    from opscreen.providers.flaggems import Suite
+    from opscreen.runner import OpRequest, run_op
+
+    no_pytest = faults.tmp / "bin" / "python"
+    no_pytest.parent.mkdir()
+    no_pytest.write_text(
+        "#!/bin/sh\n"
+        'case " $* " in *" -m pytest "*) echo "$0: No module named pytest" >&2; exit 1;; esac\n'
+        f'exec {sys.executable} "$@"\n'
+    )
+    no_pytest.chmod(0o755)
+    for k, v in faults.env.items():
+        monkeypatch.setenv(k, v)
+    for k in CONTROLLED:
+        monkeypatch.delenv(k, raising=False)
+
+    def op_dir(op: str, python: str, timeout: float) -> Path:
+        suite = Suite.locate(str(faults.suite), python=python)
+        out = faults.tmp / f"op-{op}"
+        req = OpRequest(op=op, target=suite.resolve(op), suite=suite, backend=resolve("cpu"), timer="wallclock",
+                        timeout=timeout, grace=0.5)
+        run_op(req, out)
+        return out
+
+    never = op_dir("ok_a", str(no_pytest), 60)
+    assert "No module named pytest" in (never / "run.log").read_text()
+    assert json.loads((never / "result.json").read_text())["status"] == "failed"
+    killed = op_dir("hang", sys.executable, 3)
+    assert json.loads((killed / "result.json").read_text())["status"] == "timeout"
+
+    res = cli("summary", never)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "truncated" not in res.stdout, res.stdout
+    assert json.loads((never / "summary.json").read_text())["ops"][0]["truncated"] is False
+    res = cli("report", never)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "truncated log" not in (never / "report.html").read_text()
+
+    res = cli("summary", killed)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "ops with a truncated log: 1" in res.stdout, res.stdout
+    faults.assert_no_leftovers()

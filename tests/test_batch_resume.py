@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_batch_faults import faults, kill_after, result, status_rows  # noqa: E402,F401  (faults: the shared fixture)
@@ -145,4 +147,62 @@ def test_leftovers_of_a_killed_runner_are_reaped_on_resume(faults):
     assert faults.tagged(), "the killed runner's children should still be there"
     res = faults.run(out, "--ops", "ok_a", "--devices", "0", "--timeout", "20")
     assert res.returncode == 0, res.stdout + res.stderr
+    faults.assert_no_leftovers(wait=2)
+
+
+def _alive_pids(pids: list[int]) -> list[int]:
+    from test_batch_faults import is_alive
+
+    return [p for p in pids if is_alive(p)]
+
+
+@pytest.mark.parametrize("first,second", [("real", "link"), ("link", "real")])
+def test_resume_through_the_other_name_of_a_symlinked_run_dir_kills_leftovers(faults, first, second):
+    """A runner SIGKILLed while its children run, resumed through the other name of
+    the same run dir (symlink vs. real path): the resume kills the old children
+    before it runs anything, so no two processes of one op write to one op dir."""
+    real = faults.tmp / "real"
+    link = faults.tmp / "link"
+    link.symlink_to(real, target_is_directory=True)
+    names = {"real": real, "link": link}
+    args = ["--ops", "ok_a,ok_b,ok_c,ok_d", "--devices", "0,1", "--timeout", "120", "--grace", "0.5"]
+    proc = faults.popen(names[first], *args, env={"FAULTS_OP_SLEEP": "60"})
+    pid_dir = faults.state / "pids"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if pid_dir.is_dir() and len(list(pid_dir.iterdir())) >= 2:  # one child per device
+                break
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    old = sorted(int(p.name) for p in pid_dir.iterdir())
+    assert len(_alive_pids(old)) >= 2, "the killed runner's children should still be running"
+
+    resume = faults.popen(names[second], *args, env={"FAULTS_OP_SLEEP": "0"})
+    try:
+        # The header line comes after the leftovers were reaped and before any op runs.
+        header = ""
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            line = resume.stdout.readline()
+            if not line or "ops to run" in line:
+                header = line
+                break
+        assert "ops to run" in header, header
+        time.sleep(2)
+        assert not _alive_pids(old), f"old children alive 2 s into the resume through the {second} path: {_alive_pids(old)}"
+        rest, _ = resume.communicate(timeout=120)
+    finally:
+        if resume.poll() is None:
+            resume.kill()
+            resume.wait()
+    assert resume.returncode == 0, header + rest
+    rows = status_rows(real)
+    assert set(rows) == {"ok_a", "ok_b", "ok_c", "ok_d"} and {r["status"] for r in rows.values()} == {"passed"}
+    assert str(real) in header  # the run dir is named by its real path
     faults.assert_no_leftovers(wait=2)

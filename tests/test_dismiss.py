@@ -98,7 +98,8 @@ def test_command(tmp_path, capsys):
     good = write(tmp_path, GOOD)
     assert run_command("check", str(good)) == 0
     out = capsys.readouterr().out
-    assert "2 dismissed op(s)" in out and "abs  (2026-08-21)" in out
+    assert "2 dismissed op(s)" in out
+    assert any(line.split()[:2] == ["abs", "2026-08-21"] and line.endswith("runs/x/ops/abs/run.log") for line in out.splitlines())
     assert run_command("check", str(good), "--suite", str(SAMPLE)) == 0  # abs and mm are sample ops
     bad = write(tmp_path, GOOD.replace("op: mm", "op: no_such_op"))
     assert run_command("check", str(bad), "--suite", str(SAMPLE)) == 2

@@ -201,33 +201,179 @@ def test_env_knob_usage_error(cli, tmp_path):
     assert res.returncode == 2 and "USE_FLAGTUNE" in res.stderr
 
 
-def test_ctrl_c_stops_the_child_group_and_records_interrupted(fault_suite, tmp_path):
+# -- signals (issue 14 item 11) -----------------------------------------------------------
+
+
+@pytest.fixture
+def tag():
+    """A value every process of the test carries in OPSCREEN_TEST_TAG: whatever the test's
+    outcome, none of them outlives it."""
+    import signal
+    import uuid
+
+    from test_batch_faults import tagged_pids
+
+    value = uuid.uuid4().hex
+    yield value
+    for pid in tagged_pids("OPSCREEN_TEST_TAG", value):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def start_harness(args, *, cwd, env, tag, ignore=()):
+    """``python -m opscreen ARGS`` with ``ignore`` signals ignored from its start, as a
+    shell starts a background job of a script (SIGINT) or nohup does (SIGHUP)."""
     import signal
     import subprocess
     import sys
 
     from conftest import SRC
 
+    def preexec():
+        for name in ignore:
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
+
+    env = dict(os.environ, **env, OPSCREEN_TEST_TAG=tag)
+    env["PYTHONPATH"] = os.pathsep.join([str(SRC)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    for k in ("OP", "OP_FILE", "TEST_NODE", "DTYPES", "USE_FLAGTUNE", "SHAPE_MODE", "ZL_BACKEND", "REPLAY_FROM", "FLAGGEMS_ROOT"):
+        env.pop(k, None)
+    return subprocess.Popen(
+        [sys.executable, "-m", "opscreen", *map(str, args)], cwd=cwd, env=env, preexec_fn=preexec,
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+
+
+def wait_for(pred, what, proc, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            out = proc.communicate(timeout=30)[0] if proc.poll() is not None else ""
+            raise AssertionError(f"{what} never happened (harness exit {proc.returncode}): {out[-3000:]}")
+        time.sleep(0.1)
+
+
+def ignores(pid: int, signum: int) -> bool:
+    """True once process ``pid`` ignores ``signum`` (its SigIgn mask in /proc)."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            mask = next(int(ln.split()[1], 16) for ln in fh if ln.startswith("SigIgn:"))
+    except (OSError, StopIteration, ValueError):
+        return False
+    return bool(mask >> (signum - 1) & 1)
+
+
+def assert_group_gone(tag, wait=5.0):
+    from test_batch_faults import describe, tagged_pids
+
+    deadline = time.monotonic() + wait
+    left = tagged_pids("OPSCREEN_TEST_TAG", tag)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = tagged_pids("OPSCREEN_TEST_TAG", tag)
+    assert not left, f"processes left behind: {describe(left)}"
+
+
+@pytest.mark.parametrize("ignored", [(), ("SIGINT",)], ids=["sigint-default", "sigint-ignored-at-start"])
+def test_ctrl_c_stops_the_child_group_and_records_interrupted(fault_suite, tmp_path, tag, ignored):
+    """Ctrl-C reaches only the harness (the child has its own session). A harness started
+    with SIGINT ignored (a background job of a script, or this test run as one) stops too."""
+    import signal
+
     out = tmp_path / "hang"
     pidfile = tmp_path / "pids"
-    env = dict(os.environ, PYTHONPATH=str(SRC), PIDFILE=str(pidfile))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "opscreen", "op", "hang", "--suite", str(fault_suite), "--out", str(out), "--grace", "1"],
-        cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )
-    deadline = time.monotonic() + 60
-    while not pidfile.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert pidfile.exists(), "the hanging op never started"
-    time.sleep(0.3)
-    proc.send_signal(signal.SIGINT)  # what Ctrl-C delivers to the harness (the child has its own session)
-    proc.communicate(timeout=30)
-    assert proc.returncode == 130
-    pids = [int(x) for x in pidfile.read_text().split()]
-    deadline = time.monotonic() + 3
-    while any(alive(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not any(alive(p) for p in pids), "Ctrl-C left a child or grandchild running"
+    proc = start_harness(["op", "hang", "--suite", fault_suite, "--out", out, "--grace", "1"],
+                         cwd=tmp_path, env={"PIDFILE": str(pidfile)}, tag=tag, ignore=ignored)
+    wait_for(lambda: pidfile.exists() and len(pidfile.read_text().split()) == 2, "the hanging op's start", proc)
+    proc.send_signal(signal.SIGINT)
+    output = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 130, output[-3000:]
+    assert_group_gone(tag)  # the child, and its grandchild that ignores SIGTERM
+    result = json.loads((out / "result.json").read_text())
+    assert result["status"] == "interrupted" and result["error"] == "interrupted by SIGINT"
+
+
+FAULTS_SUITE = Path(__file__).resolve().parent / "fixtures" / "suites" / "faults"
+
+
+@pytest.fixture
+def faults_env(tmp_path):
+    """The fault suite (tests/fixtures/suites/faults) with its stub torch and state dir."""
+    state = tmp_path / "state"
+    state.mkdir()
+    return {"PYTHONPATH": str(FAULTS_SUITE / "stub_torch"), "FAULTS_STATE_DIR": str(state), "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def _hanging_op(tmp_path, faults_env, tag, ignore=(), grace="2"):
+    import shutil
+
+    suite = tmp_path / "suite"
+    shutil.copytree(FAULTS_SUITE, suite, ignore=shutil.ignore_patterns("__pycache__", "result_*.log"))
+    out = tmp_path / "out"
+    proc = start_harness(["op", "hang", "--suite", suite, "--backend", "cpu", "--out", out, "--grace", grace],
+                         cwd=tmp_path, env=faults_env, tag=tag, ignore=ignore)
+    pids = Path(faults_env["FAULTS_STATE_DIR"]) / "pids"
+    # the child and its grandchild (sleep 1000) have both recorded their pids
+    wait_for(lambda: pids.is_dir() and len(list(pids.iterdir())) == 2, "the hanging op's start", proc)
+    return proc, out, [int(p.name) for p in pids.iterdir()]
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_sigterm_and_sighup_stop_the_op_like_ctrl_c(tmp_path, faults_env, tag, signame):
+    """Issue 14 item 11: SIGTERM to `opscreen op` left the child group running and wrote
+    no result.json. Now the group is killed, result.json says interrupted, exit 130."""
+    import signal
+
+    proc, out, pids = _hanging_op(tmp_path, faults_env, tag)
+    proc.send_signal(getattr(signal, signame))
+    output = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 130, output[-3000:]
+    assert f"opscreen op: {signame}: stopping" in output
+    assert not any(alive(p) for p in pids), "the child or its grandchild survived"
+    assert_group_gone(tag)
+    result = json.loads((out / "result.json").read_text())
+    assert result["status"] == "interrupted" and result["exit_code"] == 130
+    assert result["error"] == f"interrupted by {signame}"
+    assert json.loads((out / "run_identity.json").read_text())["outcome"] == "interrupted"
+    assert "[opscreen] result interrupted" in (out / "run.log").read_text()
+
+
+def test_sighup_ignored_at_start_stays_ignored(tmp_path, faults_env, tag):
+    """nohup's promise holds: SIGHUP does not stop the op; SIGTERM still does."""
+    import signal
+
+    proc, out, pids = _hanging_op(tmp_path, faults_env, tag, ignore=("SIGHUP",))
+    proc.send_signal(signal.SIGHUP)
+    time.sleep(1.5)
+    assert proc.poll() is None and all(alive(p) for p in pids) and not (out / "result.json").exists()
+    proc.send_signal(signal.SIGTERM)
+    output = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 130, output[-3000:]
+    assert_group_gone(tag)
+    assert json.loads((out / "result.json").read_text())["error"] == "interrupted by SIGTERM"
+
+
+def test_a_second_signal_kills_the_group_at_once(fault_suite, tmp_path, tag):
+    """The grandchild ignores SIGTERM and --grace is 600 s: the first SIGTERM waits for it,
+    a second one SIGKILLs the group."""
+    import signal
+
+    out = tmp_path / "hang"
+    pidfile = tmp_path / "pids"
+    proc = start_harness(["op", "hang", "--suite", fault_suite, "--out", out, "--grace", "600"],
+                         cwd=tmp_path, env={"PIDFILE": str(pidfile)}, tag=tag)
+    wait_for(lambda: pidfile.exists() and len(pidfile.read_text().split()) == 2, "the hanging op's start", proc)
+    child, grandchild = (int(x) for x in pidfile.read_text().split())
+    wait_for(lambda: ignores(grandchild, signal.SIGTERM), "the grandchild's SIG_IGN", proc, timeout=30)
+    proc.send_signal(signal.SIGTERM)
+    wait_for(lambda: not alive(child), "the child's exit on SIGTERM", proc, timeout=30)
+    assert proc.poll() is None and alive(grandchild)  # waiting out the grace period
+    proc.send_signal(signal.SIGTERM)
+    output = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 130, output[-3000:]
+    assert "SIGTERM again: killing" in output
+    assert_group_gone(tag)
     assert json.loads((out / "result.json").read_text())["status"] == "interrupted"
 
 
@@ -238,8 +384,8 @@ def test_long_out_path_and_curated_shapes_do_not_break_the_record_log_name(cli, 
     res = cli("op", "mm", "--shape-mode", "curated", "--dtypes", "float32,bfloat16", "--out", out, cwd=tmp_path)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr
     cfg = json.loads((out / "child_config.json").read_text())
-    assert "--shape_file" in cfg["pytest_addopts"] and "-p" in cfg["pytest_addopts"]
-    assert "--shape_file" not in cfg["argv"]
+    assert any(a.startswith("--shape_file=") for a in cfg["pytest_addopts"]) and "-p" in cfg["pytest_addopts"]
+    assert not any(a.startswith("--shape_file") for a in cfg["argv"])
     log = (out / "run.log").read_text()
     assert log.count("Operator: mm  Performance Test") == 2
     rec = [ln for ln in (out / "record.log").read_text().splitlines() if ln.startswith("[INFO] {")]
@@ -250,3 +396,45 @@ def test_bad_timing_knob_is_refused_before_anything_is_written(cli, tmp_path):
     res = cli("op", "relu", "--out", tmp_path / "out", env={"OPSCREEN_MIN_SAMPLES": "abc"}, cwd=tmp_path)
     assert res.returncode == 2 and "OPSCREEN_MIN_SAMPLES" in res.stderr
     assert not (tmp_path / "out").exists()
+
+
+FAST = {"OPSCREEN_MAX_TIME": "0.02", "OPSCREEN_MIN_SAMPLES": "3", "OPSCREEN_MAX_SAMPLES": "10", "OPSCREEN_WARMUP_CALLS": "1"}
+
+
+@pytest.fixture
+def checkout(tmp_path):
+    """A checkout like this repository's: a pyproject.toml with pytest settings at its
+    root and the suite inside it (a copy of the sample suite)."""
+    import shutil
+
+    from conftest import ROOT, SRC
+
+    co = tmp_path / "checkout"
+    shutil.copytree(SRC / "opscreen" / "sample_suite", co / "suite", ignore=shutil.ignore_patterns("__pycache__"))
+    (co / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')
+    # only the absolute src: a relative PYTHONPATH=src of the shell would resolve to the
+    # suite's own src/ in the child's cwd and hide a lost pytest.ini
+    env = dict(FAST, OPSCREEN_CURATED_SHAPES=str(ROOT / "ops" / "shapes.sample.yaml"), PYTHONPATH=str(SRC))
+    return co, env
+
+
+@pytest.mark.parametrize("cmd", [["op", "abs"], ["run", "--ops", "abs,add", "--devices", "0", "--plain"]])
+def test_curated_shapes_with_the_output_inside_the_checkout(cli, checkout, cmd):
+    """Issue 14 item 3: ``--shape_file PATH`` as two words made pytest take PATH for a path
+    to test; with the output inside the checkout the rootdir became the checkout and the
+    suite's pytest.ini (pythonpath = src) was not read: 'No module named minigems'."""
+    co, env = checkout
+    res = cli(*cmd, "--suite", "suite", "--shape-mode", "curated", "--dtypes", "float32", "--out", "runs/cur",
+              env=env, cwd=co, timeout=600)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr
+    logs = sorted((co / "runs" / "cur").rglob("run.log"))
+    assert len(logs) == (1 if cmd[0] == "op" else 2)
+    for log in logs:
+        text = log.read_text()
+        assert f"rootdir: {co / 'suite'}" in text and "configfile: pytest.ini" in text, text[-3000:]
+        assert "minigems" not in text
+        cfg = json.loads((log.parent / "child_config.json").read_text())
+        words = cfg["argv"] + cfg["pytest_addopts"]
+        # every suite option with a value is one word
+        assert not {"--level", "--record", "--dtypes", "--shape_file"} & set(words), words
+        assert "--shape_file=" + cfg["shape_file"] in words

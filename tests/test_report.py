@@ -136,3 +136,34 @@ def test_matplotlib_is_imported_lazily():
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        env={"PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")})  # fmt: skip
     assert p.stdout.strip() == "False", p.stderr
+
+
+def _y_tick_labels(html: str) -> list[str]:
+    """The y tick labels of every plot in the page (the SVG keeps each label's text in a
+    comment before its glyphs)."""
+    out = []
+    for part in html.split('<g id="ytick_')[1:]:
+        m = re.search(r"<!-- (.*?) -->", part)
+        out.append(m.group(1) if m else "")
+    return out
+
+
+def test_histogram_counts_have_whole_number_ticks(tmp_path):
+    # few cases per bar: matplotlib's default ticks were 0, 0.5, 1.0, ... (2.5 cases)
+    kw = dict(n_ops=2, seed=4, dtypes=("float16", "float32"), shapes=(2, 3), statuses={"op0000": "passed", "op0001": "passed"})
+    make_run(tmp_path / "a", **kw)
+    make_run(tmp_path / "b", perturb=lambda op, dt, si, ms: ms * (1.0 + 0.1 * si), **kw)
+    out = tmp_path / "r.html"
+    assert main(["report", str(tmp_path / "b"), "--against", str(tmp_path / "a"), "--out", str(out)]) == 0
+    html = out.read_text()
+    assert html.count("<svg") == 2  # the distribution per dtype and the change of B vs A
+    labels = _y_tick_labels(html)
+    assert len(labels) >= 4, labels
+    for label in labels:
+        assert re.fullmatch(r"\d+", label), labels
+    # many cases per bar: the change plot turns logarithmic above 10 cases; still whole numbers
+    from opscreen.results.report import _change_plot_svg, speedup_plot_svg
+
+    many = [_change_plot_svg([0.0005 * i for i in range(-400, 600)]), speedup_plot_svg({"float16": [1 + i / 1000 for i in range(999)]})]
+    labels = _y_tick_labels("".join(many))
+    assert "10" in labels and all(re.fullmatch(r"\d+", x) for x in labels), labels

@@ -212,3 +212,28 @@ def test_steal_never_takes_back_an_op_that_avoids_the_thief():
     s2.remove_device(2)
     for op in "pqrst":
         assert op not in s2.queue_of(home_device(op, [0, 1]))
+
+
+def test_an_op_moved_after_it_was_stolen_is_no_longer_stolen():
+    # device 1 steals op "b" from device 0, gives it up (a device-fatal exit) and the
+    # runner requeues it away from 1: back on device 0 it is not "stolen from dev 0"
+    s = HashScheduler(["a", "b"], steal=True)
+    s.add_device(0)
+    s.add_device(1)
+    s._distribute()
+    s.queues[0].extend(s.queues[1])
+    s.queues[1].clear()
+    first, last = list(s.queues[0])
+    assert s.next_for(0) == first
+    assert s.next_for(1) == last and s.stolen[last] == (0, 1)
+    s.release(1, last)
+    assert s.requeue(last, avoid={1}) == 0
+    assert last not in s.stolen
+    s.mark_op_complete(0, first)
+    assert s.next_for(0) == last and last not in s.stolen
+    # stolen again later: recorded anew
+    s.release(0, last)
+    s.avoid.clear()
+    s.queues[0].append(last)
+    s.running[0] = "busy"
+    assert s.next_for(1) == last and s.stolen[last] == (0, 1)

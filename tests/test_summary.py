@@ -170,3 +170,76 @@ def test_cli_subprocess(run_dir, cli):
     assert p.returncode == 0, p.stderr
     head = json.loads(p.stdout)
     assert head["version"] == SUMMARY_VERSION and "rows" not in head
+
+
+# -- the test column: the test function that measured each row ---------------------------
+
+def test_test_column_from_real_flaggems_record_files(tmp_path):
+    # FlagGems' record log names no test (its entries hold op_name, dtype, mode, level,
+    # result): the column stays empty, and the rows are still keyed as before.
+    a = tmp_path / "run" / "ops" / "abs"
+    a.mkdir(parents=True)
+    shutil.copy(FIX / "abs_record.log", a / "record.log")
+    # FlagGems' --record json names it per op (test_case): every row gets its function.
+    b = tmp_path / "run" / "ops" / "add"
+    b.mkdir(parents=True)
+    shutil.copy(FIX / "add_result.json", b / "record.json")
+    # The same real record log as opscreen's child writes it: each entry with test_case.
+    c = tmp_path / "run" / "ops" / "abs_"
+    c.mkdir(parents=True)
+    lines = []
+    for line in (FIX / "abs_record.log").read_text().splitlines():
+        if line.startswith("[INFO] {"):
+            entry = json.loads(line[len("[INFO] "):])
+            entry.update(op_name="abs_", test_case="benchmark/test_abs.py::test_abs_inplace")
+            line = "[INFO] " + json.dumps(entry)
+        lines.append(line)
+    (c / "record.log").write_text("\n".join(lines) + "\n")
+    s = build_summary(tmp_path / "run")
+    by = {}
+    for r in s.row_dicts():
+        by.setdefault(r["op"], []).append(r)
+    assert len(by["abs"]) == 15 and {r["test"] for r in by["abs"]} == {""}
+    assert len(by["add"]) == 20 and {r["test"] for r in by["add"]} == {"test_add"}
+    assert len(by["abs_"]) == 15 and {r["test"] for r in by["abs_"]} == {"test_abs_inplace"}
+    assert {r["variant"] for rows in by.values() for r in rows} == {""}
+
+
+def test_test_column_from_a_fresh_sample_suite_run(tmp_path, cli):
+    fast = {"OPSCREEN_MAX_TIME": "0.02", "OPSCREEN_MIN_SAMPLES": "3", "OPSCREEN_MAX_SAMPLES": "10",
+            "OPSCREEN_WARMUP_CALLS": "1"}
+    out = tmp_path / "run"
+    res = cli("run", "--backend", "cpu", "--devices", "0", "--ops", "abs_,mm", "--dtypes", "float32",
+              "--out", out, "--plain", env=fast, timeout=600)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    res = cli("summary", out)
+    assert res.returncode == 0, res.stderr
+    rows = _csv(out / "summary.csv")
+    assert {r["op"] for r in rows} == {"abs_", "mm"}
+    for r in rows:
+        assert r["test"] == {"abs_": "test_abs_inplace", "mm": "test_mm"}[r["op"]], r
+    # the sample suite's mm lists one shape twice: the variant tells the two rows apart
+    assert {r["variant"] for r in rows} <= {"", "#2"}
+
+
+def test_version_1_summary_still_loads_and_joins(run_dir, tmp_path, capsys):
+    d, _ = run_dir
+    s = build_summary(d)
+    assert {r["test"] for r in s.row_dicts() if r["op"] == "op0000"} == {"test_op0000"}
+    write_summary(s)
+    js = json.loads((d / "summary.json").read_text())
+    # as version 1 wrote it: no variant column, the variant in test, no test names
+    iv, it = js["columns"].index("variant"), js["columns"].index("test")
+    js["version"], js["columns"] = 1, [c for c in js["columns"] if c != "variant"]
+    js["rows"] = [[x for i, x in enumerate(r[:it] + [r[iv]] + r[it + 1:]) if i != iv] for r in js["rows"]]
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "summary.json").write_text(json.dumps(js))
+    loaded = load_summary(old)
+    assert [r["variant"] for r in loaded.row_dicts()] == [r["variant"] for r in s.row_dicts()]
+    assert {r["test"] for r in loaded.row_dicts()} == {""}
+    # a baseline summarized before the tests were named joins row for row with a new run
+    assert main(["compare", str(old / "summary.json"), str(d), "--out", str(tmp_path / "c.csv")]) == 0
+    out = capsys.readouterr().out
+    n = sum(1 for r in s.row_dicts())
+    assert f"rows: {n}; " in out and "gone 0, new 0" in out

@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+import signal
 import sys
+import threading
 
 from . import __version__
 from .errors import OpscreenError, UsageError
@@ -41,13 +43,51 @@ def build_parser() -> argparse.ArgumentParser:
     for mod in command_modules():
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP))
         mod.add_arguments(p)
-        p.set_defaults(_run=mod.run)
+        p.set_defaults(_run=mod.run, _parser=p)
     return parser
 
 
+def split_passthrough(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """The words before the first ``--`` and those after it (None without a ``--``).
+
+    argparse cannot be trusted with the tail: with an optional positional in front
+    (``opscreen op [OP] [-- PYTEST_ARGS]``) it took ``op -- --warmup 25`` as op
+    ``--warmup`` and refused ``op abs --timer direct -- --warmup 25`` outright.
+    """
+    if "--" not in argv:
+        return argv, None
+    i = argv.index("--")
+    return argv[:i], argv[i + 1:]
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """Parse ``argv``; the words after ``--`` become ``args.pytest_args`` of a command
+    that takes them (op, run) and are an error for any other."""
+    head, tail = split_passthrough(argv)
+    args = parser.parse_args(head)
+    sub = getattr(args, "_parser", parser)
+    if hasattr(args, "pytest_args"):
+        if args.pytest_args:  # words before -- that no option or positional took
+            sub.error(f"unrecognized arguments: {' '.join(args.pytest_args)} (extra pytest arguments go after --)")
+        args.pytest_args = tail or []
+    elif tail is not None:
+        sub.error(f"unrecognized arguments: -- {' '.join(tail)}".rstrip())
+    return args
+
+
+def sigint_default() -> None:
+    """Ctrl-C (SIGINT) stops every command, even when it was started with SIGINT
+    ignored, as a shell starts the background jobs of a script: opscreen's children
+    run in sessions of their own, so a harness deaf to SIGINT would leave them running
+    (``op`` and ``run`` then install handlers of their own that stop them cleanly)."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(argv: list[str] | None = None) -> int:
+    sigint_default()
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse_args(parser, list(sys.argv[1:] if argv is None else argv))
     if not getattr(args, "_run", None):
         parser.print_help(sys.stderr)
         return 2

@@ -5,7 +5,9 @@ children) goes through here. Each child gets its own session and process group
 (``start_new_session=True``) and a closed stdin; on a deadline the whole group is
 sent SIGTERM, given a grace period, then SIGKILL. Reading output never blocks on a
 grandchild that kept the pipe open: the group is killed first, then the pipes are
-drained with a bound.
+drained with a bound. The output is always drained, even when handling it fails
+(a full disk under the log): the child is then killed as a group and the failure
+raised to the caller (:class:`OutputError`), never left to block on a full pipe.
 """
 
 from __future__ import annotations
@@ -132,6 +134,17 @@ class Streamed:
     interrupted: bool = False
 
 
+class OutputError(Exception):
+    """``on_line`` raised while the child ran (say the log's disk is full): the
+    rest of the output was drained unread, the child's group killed. ``cause`` is
+    the first exception ``on_line`` raised, ``result`` how the child ended."""
+
+    def __init__(self, cause: BaseException, result: Streamed):
+        super().__init__(f"handling the child's output failed: {cause}")
+        self.cause = cause
+        self.result = result
+
+
 def run_streaming(
     argv: Sequence[str],
     *,
@@ -147,16 +160,26 @@ def run_streaming(
 
     The child is killed as a group when ``timeout`` passes or ``stop`` is set. The
     reader thread ends when the pipe closes, which a kill of the group guarantees.
+    When ``on_line`` raises, the reader keeps draining the pipe (a child writing
+    into a full pipe would block until the timeout), the group is killed and
+    :class:`OutputError` is raised once the child is gone.
     """
     start = time.monotonic()
     proc = popen_group(argv, env=env, cwd=cwd, stderr=subprocess.STDOUT)
     if on_start is not None:
         on_start(proc)
 
+    failed: list[BaseException] = []
+
     def pump() -> None:
         assert proc.stdout is not None
         for raw in iter(proc.stdout.readline, b""):
-            on_line(raw.decode("utf-8", errors="replace"))
+            if failed:
+                continue  # keep draining: the child must never block on a full pipe
+            try:
+                on_line(raw.decode("utf-8", errors="replace"))
+            except BaseException as exc:  # noqa: BLE001 - reported to the caller below
+                failed.append(exc)
         proc.stdout.close()
 
     reader = threading.Thread(target=pump, name=f"pump-{proc.pid}", daemon=True)
@@ -170,6 +193,9 @@ def run_streaming(
                 break
             except subprocess.TimeoutExpired:
                 pass
+            if failed:
+                kill_group(proc, grace)
+                break
             if stop is not None and stop.is_set():
                 interrupted = True
                 kill_group(proc, grace)
@@ -189,4 +215,7 @@ def run_streaming(
         except ProcessLookupError:
             pass
     reader.join(timeout=10)
-    return Streamed(proc.returncode, timed_out, time.monotonic() - start, interrupted)
+    result = Streamed(proc.returncode, timed_out, time.monotonic() - start, interrupted)
+    if failed:
+        raise OutputError(failed[0], result) from failed[0]
+    return result

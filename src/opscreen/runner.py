@@ -32,7 +32,7 @@ from .errors import UsageError
 from .fsio import atomic_write_json
 from .measure import MeasureSettings
 from .plan import planned_timer, plugin_plan, pytest_args
-from .procs import run_streaming
+from .procs import OutputError, run_streaming
 from .repeats import REPEAT_DIR, run_repeated
 from .providers.flaggems import NodeSpec, Suite
 
@@ -107,6 +107,84 @@ class OpOutcome:
         if self.repeats is not None:
             d["repeats"] = self.repeats
         return d
+
+
+class StopRequest(threading.Event):
+    """A stop event that SIGINT, SIGTERM and SIGHUP set (``opscreen op``): as a context
+    manager it installs the handlers and restores the old ones on exit.
+
+    The handler only sets the event and says so on stderr; :func:`run_once` sees it
+    (before it starts the child, or while it waits for it), kills the child's process
+    group (SIGTERM, ``--grace``, SIGKILL) and writes ``result.json`` with status
+    ``interrupted``. A second signal SIGKILLs the group at once. A SIGHUP ignored at
+    start (``nohup``) stays ignored; SIGINT does not: a shell starts the background
+    jobs of a script with SIGINT ignored, and a harness that ignores it cannot be
+    stopped by it while its child (in a session of its own) runs on.
+    """
+
+    SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+
+    def __init__(self, who: str = "opscreen op") -> None:
+        super().__init__()
+        self.who = who
+        self.reason: str | None = None  # the name of the first signal
+        self._child = None
+        self._old: dict = {}
+
+    def __enter__(self) -> "StopRequest":
+        if threading.current_thread() is threading.main_thread():
+            for name in self.SIGNALS:
+                sn = getattr(signal, name, None)
+                if sn is None:  # pragma: no cover - not POSIX
+                    continue
+                old = signal.getsignal(sn)
+                if name == "SIGHUP" and old == signal.SIG_IGN:
+                    continue
+                self._old[sn] = old
+                signal.signal(sn, self._on_signal)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sn, old in self._old.items():
+            signal.signal(sn, old if old is not None else signal.SIG_DFL)
+        self._old.clear()
+
+    def child_started(self, proc) -> None:
+        self._child = proc
+
+    def _say(self, text: str) -> None:
+        try:  # os.write: a handler may interrupt a buffered write to sys.stderr
+            os.write(2, f"{self.who}: {text}\n".encode())
+        except OSError:
+            pass
+
+    def _on_signal(self, signum, frame) -> None:
+        name = signal.Signals(signum).name
+        if not self.is_set():
+            self.reason = name
+            self.set()
+            self._say(f"{name}: stopping; killing the op's process group (send it again to kill at once)")
+            return
+        child = self._child
+        if child is not None:
+            self._say(f"{name} again: killing the op's process group now")
+            try:
+                os.killpg(child.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+class _NotStarted(Exception):
+    """Stopped before the child was started."""
+
+
+def _stopped(stop: threading.Event | None) -> bool:
+    return stop is not None and stop.is_set()
+
+
+def _interrupted(stop: threading.Event | None) -> str:
+    reason = getattr(stop, "reason", None)
+    return f"interrupted by {reason}" if reason else "interrupted"
 
 
 def validate_flag01(value: str, name: str) -> str:
@@ -208,17 +286,28 @@ def build_argv(req: OpRequest, shape_file: Path | None, timer: str) -> tuple[lis
     so plugins, dtypes and the shape-file path go through ``PYTEST_ADDOPTS``, which
     pytest reads but does not count among the invocation args: a long run-dir path
     once pushed that name past the 255-byte file-name limit and every op failed.
+
+    Every suite option with a value is one word, ``--name=value``: the suite's
+    options are unknown to pytest when it picks its rootdir, so the value of a
+    two-word ``--shape_file PATH`` counted as a path to test. With the output dir
+    inside a checkout, the rootdir became the checkout and its ``pyproject.toml``
+    replaced the suite's ``pytest.ini``: every op failed to import the library.
     """
-    argv = [req.suite.python, "-m", "pytest", *req.target.argv, "--level", req.level, "--record", "log", "-s"]
+    argv = [req.suite.python, "-m", "pytest", *req.target.argv, _opt("--level", req.level), _opt("--record", "log"), "-s"]
     argv += list(req.extra_args)
     addopts: list[str] = []
     for d in req.dtypes or []:
-        addopts += ["--dtypes", d]
+        addopts.append(_opt("--dtypes", d))
     if shape_file is not None:
-        addopts += ["--shape_file", str(shape_file)]
+        addopts.append(_opt("--shape_file", str(shape_file)))
     addopts += ["-p", "no:cacheprovider"]
     addopts += pytest_args(plugin_plan(req.backend, timer))
     return argv, addopts
+
+
+def _opt(name: str, value: str) -> str:
+    """``--name=value``: one argv word, never read by pytest as a path of its own."""
+    return f"{name}={value}"
 
 
 def write_json_atomic(path: Path, obj) -> None:
@@ -341,6 +430,8 @@ def run_op(
     planned_timing(req.backend)
     shape_source(req.suite.root, req.shape_mode)
     out_dir = Path(out_dir).resolve()
+    if _stopped(stop):  # stopped before anything ran: an earlier result stays as it was
+        return OpOutcome("interrupted", EXIT_INTERRUPTED, None, 0.0, _interrupted(stop), out_dir, "")
     if int(req.repeats) > 1:
         return run_repeated(req, out_dir, run_once, stop=stop, echo=echo)
     return run_once(req, out_dir, stop=stop, echo=echo)
@@ -424,6 +515,8 @@ def run_once(
         for line in banner_start(req, timer, out_dir, argv, addopts):
             emit(line + "\n")
         try:
+            if _stopped(stop):
+                raise _NotStarted
             res = run_streaming(
                 argv,
                 on_line=lambda raw: emit(raw, raw),
@@ -432,13 +525,20 @@ def run_once(
                 env=env,
                 cwd=req.suite.root,
                 stop=stop,
+                on_start=getattr(stop, "child_started", None),
             )
+        except OutputError as exc:  # run.log cannot be written (full disk): the child was killed
+            raise exc.cause from None
+        except _NotStarted:  # stopped before the child started
+            outcome = OpOutcome("interrupted", EXIT_INTERRUPTED, None, 0.0, _interrupted(stop), out_dir, timer)
         except OSError as exc:  # the child could not even start
             msg = f"could not start {argv[0]}: {exc}"
             emit(f"[opscreen] {msg}\n")
             outcome = OpOutcome("crashed", EXIT_CRASHED, None, 0.0, msg, out_dir, timer)
         else:
             status, code, err = classify(res.returncode, res.timed_out, res.interrupted, list(tail))
+            if res.interrupted:
+                err = _interrupted(stop)
             if res.timed_out:
                 where = where_stuck(tail, req.suite.root)
                 err = (f"timed out after {req.timeout:g} s" + (f" in {where}" if where else "")

@@ -101,6 +101,16 @@ class Backend:
     cli_sources: tuple[CliSource, ...] = ()
     torch_modules: tuple[str, ...] = ()  # extension modules to import before probing
     device_nodes: tuple[str, ...] = ()  # glob patterns whose presence hints at hardware
+    # True: the torch probe needs a ROCm/HIP build of torch; False: it must not be one
+    # (both expose torch 'cuda' devices, and one must not list the other's); None: either.
+    torch_hip: bool | None = None
+
+    def device_label(self) -> str:
+        """How messages name this backend's devices: the backend's own name, with the
+        torch device type beside it where they differ (rocm's devices are torch 'cuda')."""
+        if self.device_type == self.name:
+            return self.name
+        return f"{self.name} (torch device type '{self.device_type}')"
 
     def with_vendor(self, vendor: str | None) -> "Backend":
         return self if not vendor or vendor == self.vendor else replace(self, vendor=vendor)
@@ -152,7 +162,12 @@ class Backend:
 
     def enumerate_torch(self, python: str | None = None) -> Enumeration:
         python = python or sys.executable
-        script = _TORCH_PROBE % {"modules": json.dumps(list(self.torch_modules)), "dtype": self.device_type}
+        script = _TORCH_PROBE % {
+            "modules": json.dumps(list(self.torch_modules)),
+            "dtype": self.device_type,
+            "hip": repr(self.torch_hip),
+            "name": self.name,
+        }
         src = "torch"
         env = dict(os.environ)
         env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
@@ -169,7 +184,7 @@ class Backend:
         if payload.get("error"):
             return Enumeration([], [f"torch: {payload['error']}"], [src])
         devs = [Device(i, n, src, {"torch": payload.get("torch")}) for i, n in enumerate(payload.get("names", []))]
-        msgs = [] if devs else [f"torch: torch {payload.get('torch')} sees no '{self.device_type}' device"]
+        msgs = [] if devs else [f"torch: torch {payload.get('torch')} sees no {self.device_label()} device"]
         return Enumeration(devs, msgs, [src])
 
     def enumerate(self, python: str | None = None) -> Enumeration:
@@ -234,7 +249,13 @@ try:
     for m in %(modules)s:
         importlib.import_module(m)
     dtype = "%(dtype)s"
-    if dtype == "cpu":
+    want_hip = %(hip)s
+    hip = getattr(getattr(torch, "version", None), "hip", None)
+    if want_hip is True and not hip:
+        out["error"] = "torch %%s is not a ROCm/HIP build; its '%%s' devices are not %(name)s devices" %% (torch.__version__, dtype)
+    elif want_hip is False and hip:
+        out["error"] = "torch %%s is a ROCm/HIP build (HIP %%s); its '%%s' devices are not %(name)s devices (use --backend rocm)" %% (torch.__version__, hip, dtype)
+    elif dtype == "cpu":
         import os, platform
         out["names"] = [platform.processor() or platform.machine() or "cpu"]
     else:

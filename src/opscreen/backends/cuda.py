@@ -22,4 +22,5 @@ BACKEND = Backend(
         CliSource(("nvidia-smi", "-L"), parse_indexed_lines(r"^GPU (?P<index>\d+): (?P<name>.+?)(?: \(UUID: [^)]*\))?\s*$")),
     ),
     device_nodes=("/dev/nvidia[0-9]*",),
+    torch_hip=False,
 )

@@ -37,4 +37,5 @@ BACKEND = Backend(
         CliSource(("hy-smi", "--showproductname"), parse_rocm_smi),
     ),
     device_nodes=("/dev/kfd",),
+    torch_hip=True,
 )

@@ -62,6 +62,7 @@ class Done:
     outcome: Any = None  # opscreen.runner.OpOutcome
     error: str | None = None  # "Type: message" when the work function raised
     wall_s: float = 0.0
+    exc: BaseException | None = None  # what it raised (an OSError: the run dir cannot be written)
 
 
 class Executor(Protocol):
@@ -139,7 +140,7 @@ class LocalExecutor:
                 done = Done(job, out, None, time.monotonic() - t0)
             except BaseException as exc:  # the run survives a broken work function
                 tb = traceback.format_exception_only(type(exc), exc)
-                done = Done(job, None, (tb[-1].strip() if tb else repr(exc))[:500], time.monotonic() - t0)
+                done = Done(job, None, (tb[-1].strip() if tb else repr(exc))[:500], time.monotonic() - t0, exc)
             with self._lock:
                 self._busy[lane] = None
             self._results.put(done)
@@ -186,10 +187,12 @@ def _ancestors() -> set[int]:
     return pids
 
 
-def marked_pids(key: str, value: str) -> list[int]:
+def marked_pids(key: str, value: str | Callable[[str], bool]) -> list[int]:
     """Pids (other than this process and its ancestors) whose environment holds
-    ``key=value``. Linux /proc only; elsewhere an empty list."""
-    needle = f"{key}={value}".encode()
+    ``key=value`` (or ``key=v`` with ``value(v)`` true when ``value`` is a
+    predicate). Linux /proc only; elsewhere an empty list."""
+    prefix = f"{key}=".encode()
+    match = value if callable(value) else (lambda v, _want=value: v == _want)
     if not os.path.isdir("/proc"):
         return []
     skip = _ancestors()
@@ -205,15 +208,32 @@ def marked_pids(key: str, value: str) -> list[int]:
                 env = fh.read()
         except OSError:
             continue
-        if needle in env.split(b"\0"):
-            found.append(pid)
+        for entry in env.split(b"\0"):
+            if entry.startswith(prefix) and match(os.fsdecode(entry[len(prefix) :])):
+                found.append(pid)
+                break
     return found
+
+
+def same_dir(a: str, b: str) -> bool:
+    """True when paths ``a`` and ``b`` name one directory (through symlinks,
+    ``..`` or another mount of it)."""
+    if a == b or os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def reap_leftovers(run_dir: str, timeout: float = 5.0) -> list[int]:
     """SIGKILL every process a previous runner of ``run_dir`` left behind (its
-    children carry ``OPSCREEN_BATCH_RUN=<run_dir>``); wait until they are gone."""
-    pids = marked_pids(MARK_ENV, run_dir)
+    children carry ``OPSCREEN_BATCH_RUN=<run dir>``); wait until they are gone.
+
+    The marker is compared by the directory it names, not by its spelling: a
+    runner started with ``--out LINK`` and a resume with ``--out REAL`` (or the
+    other way round) are the same run dir."""
+    pids = marked_pids(MARK_ENV, lambda value: same_dir(value, run_dir))
     own_group = os.getpgrp()
     for pid in pids:
         try:

@@ -9,7 +9,10 @@ Layout (see docs/contracts.md)::
     RUN_DIR/ops/<op>/.complete    written atomically, last: the op is done
 
 The op directories are the source of truth: an op is done exactly when its
-``.complete`` marker exists, and its row is rebuilt from its ``result.json``.
+``.complete`` marker exists, and its row is rebuilt from its ``result.json``. A
+marker beside a ``result.json`` that is missing or damaged (truncated, say) marks
+no result: :meth:`Journal.drop_damaged` removes such markers before a resume, so
+the op is cleared and run again.
 ``ops_status.csv`` is a view, rewritten (temp file, fsync, ``os.replace``) after
 every op. Resuming scans the markers, deletes every op directory without one
 (partial output of an interrupted op), and runs only the ops left.
@@ -17,6 +20,7 @@ every op. Resuming scans the markers, deletes every op directory without one
 Lifecycle::
 
     j = Journal(run_dir); j.lock()            # UsageError when another runner holds it
+    damaged = j.drop_damaged()                # op -> why its result.json is unusable
     done = j.scan()                           # op -> OpRecord of complete ops
     j.clear_incomplete()                      # partial op dirs removed
     ... per op: j.op_dir(op) ... j.complete(record, result)   # result.json then .complete
@@ -30,6 +34,7 @@ import csv
 import errno
 import hashlib
 import io
+import json
 import os
 import re
 import shutil
@@ -78,6 +83,29 @@ def atomic_write_json(path: os.PathLike | str, obj, *, fsync: bool = True) -> No
 def read_json(path: os.PathLike | str) -> dict | None:
     obj = _fsio.read_json(path)
     return obj if isinstance(obj, dict) else None
+
+
+def json_problem(path: os.PathLike | str, need: tuple[str, ...] = ()) -> str | None:
+    """Why the JSON object in ``path`` cannot be used (``missing``, ``empty``, ``not
+    valid JSON (...)``, ``not a JSON object``, ``no "status"``), or None when it can."""
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        return "missing"
+    except OSError as exc:
+        return f"unreadable ({exc.strerror or exc})"
+    if not data.strip():
+        return "empty" if not data else "blank"
+    try:
+        obj = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        return f"not valid JSON ({exc}; {len(data)} bytes)"
+    if not isinstance(obj, dict):
+        return "not a JSON object"
+    for key in need:
+        if not isinstance(obj.get(key), str) or not obj.get(key):
+            return f'no "{key}"'
+    return None
 
 
 @dataclass
@@ -139,7 +167,10 @@ class Journal:
     """One run directory. Only the runner's main thread writes through it."""
 
     def __init__(self, root: os.PathLike | str):
-        self.root = Path(root).absolute()
+        # A run dir is identified by its real path: the leftover marker of its
+        # children, the lock and every message name the same directory whether it
+        # was reached through a symlink or not.
+        self.root = Path(root).expanduser().resolve()
         self.ops_root = self.root / "ops"
         self._lock_fd: int | None = None
 
@@ -187,24 +218,46 @@ class Journal:
         return (self.op_dir(op) / COMPLETE).exists()
 
     def scan(self) -> dict[str, OpRecord]:
-        """op -> record of every op whose ``.complete`` marker exists."""
+        """op -> record of every op whose ``.complete`` marker exists beside a usable
+        ``result.json`` (:meth:`drop_damaged` first: a marker without one is no result)."""
         done: dict[str, OpRecord] = {}
         if not self.ops_root.is_dir():
             return done
         for d in sorted(self.ops_root.iterdir()):
             marker = d / COMPLETE
-            if not marker.is_file():
+            if not marker.is_file() or json_problem(d / RESULT, ("status",)) is not None:
                 continue
             mark = read_json(marker) or {}
             result = read_json(d / RESULT) or {}
             op = mark.get("op") or result.get("op") or d.name
-            if not result:
-                # result.json is written before the marker, so this is a damaged dir:
-                # keep what the marker knows.
-                result = {"op": op, "status": mark.get("status", "crashed"), "error": "result.json missing"}
             result.setdefault("op", op)
             done[op] = OpRecord.from_result(result, self.rel(d))
         return done
+
+    def drop_damaged(self) -> dict[str, str]:
+        """Remove the ``.complete`` marker of every op whose ``result.json`` is missing
+        or damaged (the marker is written after it, so only outside harm does that):
+        the op dir is then incomplete, cleared and run again. Returns op -> problem."""
+        dropped: dict[str, str] = {}
+        if not self.ops_root.is_dir():
+            return dropped
+        for d in sorted(self.ops_root.iterdir()):
+            marker = d / COMPLETE
+            if not marker.is_file():
+                continue
+            problem = json_problem(d / RESULT, ("status",))
+            if problem is None:
+                continue
+            op = (read_json(marker) or {}).get("op") or d.name
+            marker.unlink()
+            fsync_dir(d)
+            dropped[str(op)] = f"{RESULT} {problem}"
+        return dropped
+
+    def identity_problem(self) -> str | None:
+        """Why ``run_identity.json`` cannot be read when it exists, else None."""
+        problem = json_problem(self.root / IDENTITY)
+        return None if problem == "missing" else problem
 
     def incomplete_dirs(self) -> list[Path]:
         if not self.ops_root.is_dir():

@@ -5,7 +5,9 @@ Lifecycle of :meth:`BatchRunner.run` (the run directory is locked by the caller)
 1. kill what a previous runner of this run dir left behind (a runner killed with
    SIGKILL cannot kill its children; they carry ``OPSCREEN_BATCH_RUN``);
 2. scan the journal: ops with a ``.complete`` marker are done and skipped, op
-   dirs without one are deleted (partial output of an interrupted op);
+   dirs without one are deleted (partial output of an interrupted op); a marker
+   beside a missing or damaged ``result.json`` is dropped first (the op runs
+   again, and the run says so);
 3. place the remaining ops on devices (:class:`~.scheduler.HashScheduler`) and
    run them through the executor, one :func:`opscreen.runner.run_op` call (one
    child process group) per attempt;
@@ -15,7 +17,12 @@ Lifecycle of :meth:`BatchRunner.run` (the run directory is locked by the caller)
 5. when an op is done, write its ``result.json`` and then its ``.complete``
    marker, rewrite ``ops_status.csv``, update ``run_identity.json``;
 6. on SIGINT/SIGTERM set the stop event: running children are killed as groups,
-   their ops stay incomplete (resumable), the run ends with status 130.
+   their ops stay incomplete (resumable), the run ends with status 130;
+7. when the run dir cannot be written (a full disk, say: an OSError from the
+   journal, or from an attempt's own files), stop the same way, remove the partial
+   op dirs (as a resume would: frees what they held), record the error in
+   ``run_identity.json`` when it can be written, and end with one line on stderr
+   naming the file and its filesystem, status 1. The completed ops are kept.
 
 Per-op directory of a batch run (``RUN_DIR/ops/<op>/``): run_op's files of the
 attempt that produced the result, plus ``attempts/attempt-<n>.log`` (run.log of
@@ -26,6 +33,7 @@ dtypes' ``run.log`` and ``record.log`` merged into the op dir's own.
 
 from __future__ import annotations
 
+import errno
 import os
 import platform
 import shutil
@@ -39,6 +47,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import __version__
+from ..errors import OpscreenError
+from ..fsio import is_storage_error, write_error
 from ..measure import MeasureSettings
 from ..plan import planned_timer
 from . import signature as sig
@@ -178,6 +188,8 @@ class BatchRunner:
         self.records: dict[str, OpRecord] = {}
         self.stopping = False
         self.stop_signal: int | None = None
+        self.io_error: OSError | None = None  # the run dir could not be written: the run stops
+        self.io_message: str | None = None  # said when it happened (the free space then)
         self._keys = 0
         self.identity: dict = {}
         self.sched: HashScheduler | None = None
@@ -259,15 +271,21 @@ class BatchRunner:
         c = self.cfg
         j = self.journal
         reap_leftovers(str(j.root))
-        for op in c.rerun:
-            j.reset_op(op)
-        done = j.scan()
-        j.clear_incomplete()
-        self.records = dict(done)
-        todo = [op for op in c.ops if op not in done]
-        self.identity = self._base_identity()
-        j.write_identity(self.identity)
-        self._write_status()
+        try:
+            for op in c.rerun:
+                j.reset_op(op)
+            damaged = j.drop_damaged()
+            done = j.scan()
+            j.clear_incomplete()
+            self.records = dict(done)
+            todo = [op for op in c.ops if op not in done]
+            self.identity = self._base_identity()
+            if damaged:
+                self.identity["sessions"][-1]["damaged_rerun"] = dict(damaged)
+            j.write_identity(self.identity)
+            self._write_status()
+        except OSError as exc:  # nothing started yet: one line, the run dir as it was
+            raise OpscreenError(f"{write_error(exc, j.root)}; nothing was started") from None
         _ = getattr(c.suite, "git", None)  # resolve once, before the lane threads
 
         self.sched = HashScheduler(todo, steal=c.steal)
@@ -281,10 +299,15 @@ class BatchRunner:
             f"run dir {j.root}"
         )
         self.progress.start(total, already, list(c.devices), header)
+        for op, problem in damaged.items():
+            again = "it runs again" if op in todo else "it is no longer complete (not in this run's op list)"
+            self.progress.message(f"opscreen run: {op}: {problem}, so its result is lost: {again}")
         old_handlers = self._install_signals()
         self.executor.start(list(c.devices))
         try:
             self._loop()
+        except OSError as exc:  # a journal write failed: stop (children killed below)
+            self._io_failed(exc)
         finally:
             if self.inflight:  # an exception in the loop: never leave children behind
                 self.executor.stop()
@@ -321,6 +344,15 @@ class BatchRunner:
             for done in self.executor.wait(0.2):
                 self._handle(done)
             self.progress.tick()
+
+    def _io_failed(self, exc: OSError, where: Path | None = None) -> None:
+        """The run dir cannot be written: stop the run (running children are killed).
+        ``where``: the file to name when the error names none (a failed flush)."""
+        if self.io_error is None:
+            self.io_error = exc
+            self.io_message = write_error(exc, where or self.journal.root)
+        self.stopping = True
+        self.executor.stop()
 
     def _drain(self, final: bool = False) -> None:
         deadline = time.monotonic() + (self.cfg.grace or 0) + 30
@@ -397,9 +429,15 @@ class BatchRunner:
         task.last_outcome = {"status": status, "exit_code": exit_code, "child_returncode": rc, "timer": timer, "out_dir": job.out_dir,
                              "repeats": getattr(out, "repeats", None)}
 
-        if status == "interrupted":
+        if status == "interrupted" or (self.io_error is not None and status not in FINAL_OK):
             # Stopped by us: the op stays incomplete; a resume runs it again.
             self.progress.lane_idle(lane)
+            return
+        if out is None and is_storage_error(done.exc):
+            # the attempt could not write its own files (run.log on a full disk): no op
+            # can be recorded any more; the op stays incomplete
+            self.progress.lane_idle(lane)
+            self._io_failed(done.exc, job.out_dir / "run.log")  # type: ignore[arg-type]
             return
 
         fail = None if status in FINAL_OK else sig.from_log(job.out_dir / "run.log", status, rc)
@@ -685,7 +723,12 @@ class BatchRunner:
                 counts["dismissed"] = counts.get("dismissed", 0) + 1
         if unrun:
             counts["not run"] = len(unrun)
-        if self.stopping:
+        if self.io_error is not None:
+            # the partial op dirs of the killed attempts are what a resume deletes
+            # first; deleting them now frees their space for the files below
+            self.journal.clear_incomplete()
+            state, code = "interrupted", EXIT_FAILURES
+        elif self.stopping:
             state, code = "interrupted", EXIT_INTERRUPTED
         elif unrun:
             state, code = "incomplete", EXIT_UNRUN
@@ -693,12 +736,22 @@ class BatchRunner:
             state, code = "finished", EXIT_FAILURES
         else:
             state, code = "finished", EXIT_OK
+        error = self.io_message if self.io_error is not None else None
         self.identity["finished_at"] = now_iso()
         self.identity["state"] = state
+        if error:
+            self.identity["error"] = error
         if self.identity.get("sessions"):
-            self.identity["sessions"][-1].update({"finished_at": now_iso(), "state": state})
-        self.journal.write_identity(self.identity)
-        self._write_status()
+            self.identity["sessions"][-1].update({"finished_at": now_iso(), "state": state, **({"error": error} if error else {})})
+        recorded = True
+        try:
+            self.journal.write_identity(self.identity)
+            self._write_status()
+        except OSError as exc:
+            recorded = False
+            if self.io_error is None:  # every op ran; only the last writes failed
+                self.io_error, state, code = exc, "interrupted", EXIT_FAILURES
+                error = write_error(exc, self.journal.root)
         parts = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
         self.progress.close()
         msg = f"opscreen run: {state}: {parts or 'nothing to do'}; ops_status.csv in {self.journal.root}"
@@ -714,7 +767,29 @@ class BatchRunner:
             stream.flush()
         except (OSError, ValueError):
             pass
+        if error:
+            line = (
+                f"opscreen run: {error}; stopped: the running ops were killed, {len(self.records)} complete op(s) kept"
+                + ("" if recorded else ", run_identity.json not updated")
+                + f"; {_fix_hint(self.io_error)}, then resume with: opscreen run --out {self.journal.root}"
+            )
+            try:
+                sys.stderr.write(line + "\n")
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                pass
         return BatchSummary(len(set(c.ops) | set(self.records)), counts, unrun, dict(self.health.bad), self.stopping, code, dict(self.records))
+
+
+def _fix_hint(exc: OSError | None) -> str:
+    code = getattr(exc, "errno", None)
+    if code in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)):
+        return "free space"
+    if code == errno.EFBIG:
+        return "raise the file size limit"
+    if code == errno.EROFS:
+        return "make the filesystem writable"
+    return "fix the filesystem"
 
 
 def _safe(name: str) -> str:

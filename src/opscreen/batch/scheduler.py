@@ -80,10 +80,21 @@ def shard_ops(ops: Iterable[str], shard: tuple[int, int] | None) -> list[str]:
     return [op for op in ops if in_shard(op, shard)]
 
 
-def parse_devices(spec: str | None) -> list[int] | None:
-    """``"0,1,4-7"`` -> [0, 1, 4, 5, 6, 7]; ``"all"``/None -> None (the caller enumerates)."""
-    if spec is None or spec.strip().lower() in ("", "all"):
+# No machine has more devices (or CPU slots) than this; a larger index is a typo,
+# and a range up to it must not build a list of a billion lanes.
+MAX_DEVICE_INDEX = 4095
+
+
+def parse_devices(spec: str | None, flag: str = "--devices") -> list[int] | None:
+    """``"0,1,4-7"`` -> [0, 1, 4, 5, 6, 7]; ``"all"``/None -> None (the caller enumerates).
+
+    An empty value is an error, not "all": ``--devices ''`` (an unset shell
+    variable, say) must not silently run on every device."""
+    if spec is None or spec.strip().lower() == "all":
         return None
+    usage = f"{flag} takes a list like 0,1,4-7 or 'all', not '{spec}'"
+    if not spec.strip():
+        raise UsageError(f"{flag} '': give a list like 0,1,4-7 or 'all'")
     out: list[int] = []
     for part in spec.split(","):
         part = part.strip()
@@ -95,19 +106,19 @@ def parse_devices(spec: str | None) -> list[int] | None:
                 lo, hi = int(a), int(b)
                 if hi < lo or lo < 0:
                     raise ValueError
-                rng = range(lo, hi + 1)
             else:
-                v = int(part)
-                if v < 0:
+                lo = hi = int(part)
+                if lo < 0:
                     raise ValueError
-                rng = range(v, v + 1)
         except ValueError:
-            raise UsageError(f"--devices takes a list like 0,1,4-7 or 'all', not '{spec}'") from None
-        for d in rng:
+            raise UsageError(usage) from None
+        if hi > MAX_DEVICE_INDEX:
+            raise UsageError(f"{flag} {spec}: device index {hi} is beyond {MAX_DEVICE_INDEX}")
+        for d in range(lo, hi + 1):
             if d not in out:
                 out.append(d)
     if not out:
-        raise UsageError(f"--devices takes a list like 0,1,4-7 or 'all', not '{spec}'")
+        raise UsageError(usage)
     return out
 
 
@@ -129,7 +140,7 @@ class HashScheduler:
         self.running: dict[int, str | None] = {}
         self.home: dict[str, int] = {}  # op -> hashed device at distribution time
         self.completed: set[str] = set()
-        self.stolen: dict[str, tuple[int, int]] = {}  # op -> (from, to)
+        self.stolen: dict[str, tuple[int, int]] = {}  # op -> (from, to) while it runs where it was stolen to
         self._distributed = False
         self.removed: list[int] = []
         self.avoid: dict[str, set[int]] = {}  # op -> devices it must not run on again if avoidable
@@ -229,6 +240,9 @@ class HashScheduler:
         (the least loaded such device; idle devices first). Returns the device
         chosen, or None when no device is left (the op waits in the pending list)."""
         self._distribute()
+        # placed, not stolen: an op a device stole and then gave up (a device-fatal exit)
+        # runs where it is put now, possibly the device it was stolen from
+        self.stolen.pop(op, None)
         avoid = set(avoid)
         if avoid:
             self.avoid.setdefault(op, set()).update(avoid)

@@ -6,9 +6,15 @@
   (``Timer``, ``Samples``, ``Noise(%)``) before ``Size Detail``, and folds inputs
   that are identical in every row into one legend line above the columns.
 * Extends ``to_json`` so every record-log row carries ``timer``, ``samples``,
-  ``rsd``, ``calls`` (and ``*_base`` for the torch side).
-* Moves the suite's record log (``result_<args>.log`` in the suite root) to the
-  output directory as ``record.log``.
+  ``rsd``, ``calls`` (and ``*_base`` for the torch side), and every entry the
+  ``test_case`` (pytest node id) that measured it, as FlagGems' ``--record json`` names it.
+* Moves the suite's record log to the output directory as ``record.log``. The
+  suite opens ``result_<args>.log`` relative to the current directory while it
+  configures pytest; the child runs in the suite root, so from the first
+  ``pytest_configure`` to the last ``pytest_sessionstart`` hook the current
+  directory is the output dir: the file is created there, never in the suite
+  root (outside the run dir, and left behind when the child is killed or the
+  move fails on a full disk). Collection and the tests run in the suite root.
 Colours only when the harness says its own output is a terminal
 (``OPSCREEN_COLOR=1``): the child writes to a pipe, and run.log gets no ANSI codes.
 The format is specified in docs/contracts.md.
@@ -29,6 +35,7 @@ from .timed import TAG_NAMES, tags_of
 
 RECORD_LOGGER = "flag_gems_benchmark"
 _PATCHED: set = set()
+_CURRENT_TEST: list = [None]  # node id of the test running now
 
 GREEN, RED, YELLOW, RESET = "\033[32m", "\033[31m", "\033[33m", "\033[0m"
 
@@ -145,6 +152,8 @@ def patch_consts(mod) -> bool:
         for row, m in zip(data.get("result") or [], self.result):
             if isinstance(row, dict):
                 row.update(row_tags(m))
+        if _CURRENT_TEST[0] and isinstance(data, dict) and not data.get("test_case"):
+            data["test_case"] = _CURRENT_TEST[0]
         return json.dumps(data, default=str)
 
     cls.__str__ = format_result
@@ -191,8 +200,11 @@ def relocate_record_log(dest: str) -> None:
         logger.removeHandler(h)
         h.close()
         try:  # another child of the same suite may race for a file of the same name
-            shutil.copyfile(src, dest)
-            os.unlink(src)
+            if os.path.dirname(os.path.abspath(src)) == os.path.dirname(os.path.abspath(dest)):
+                os.replace(src, dest)  # in the output dir already: needs no space
+            else:
+                shutil.copyfile(src, dest)
+                os.unlink(src)
         except OSError:
             pass
         nh = logging.FileHandler(dest, mode="a", encoding="utf-8")
@@ -202,25 +214,61 @@ def relocate_record_log(dest: str) -> None:
         logger.addHandler(nh)
 
 
+_SAVED_CWD: list[str] = []
+
+
+def _enter_out_dir() -> None:
+    """Make the output dir the current directory (see the module docstring)."""
+    out = _config.load().get("out_dir")
+    if not out or _SAVED_CWD:
+        return
+    try:
+        cwd = os.getcwd()
+        os.chdir(out)
+    except OSError:
+        return
+    _SAVED_CWD.append(cwd)
+
+
+def _leave_out_dir() -> None:
+    if _SAVED_CWD:
+        try:
+            os.chdir(_SAVED_CWD.pop())
+        except OSError:
+            pass
+
+
 def _take_over() -> None:
     """Patch the suite's result class and move its record log into the output dir.
-    Done at configure and again at session start: the suite's conftest may set up
-    its record logger in either."""
+    Done at the end of session start, once the suite's conftest has set up its
+    record logger (in ``pytest_configure`` or ``pytest_sessionstart``)."""
     cfg = _config.load()
     _patch_loaded()
     if cfg.get("record_log_path"):
         relocate_record_log(cfg["record_log_path"])
 
 
-@pytest.hookimpl(trylast=True)
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
-    _take_over()
+    _enter_out_dir()
+    _patch_loaded()
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionstart(session):
-    _take_over()
+    try:
+        _take_over()
+    finally:
+        _leave_out_dir()
 
 
 def pytest_collection_finish(session):
     _patch_loaded()
+
+
+def pytest_runtest_logstart(nodeid, location):
+    _CURRENT_TEST[0] = nodeid
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    _CURRENT_TEST[0] = None

@@ -20,6 +20,18 @@ def add_backend_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_pytest_args(p: argparse.ArgumentParser) -> None:
+    """Extra pytest arguments: everything after the first ``--`` of the command line.
+
+    cli.main splits the command line there before argparse runs (argparse mixes a
+    ``--`` tail into optional positionals such as ``opscreen op [OP]``), so this
+    positional only shows the syntax in --help and catches stray words before ``--``.
+    """
+    p.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS",
+                   help="extra pytest arguments, after --: e.g. -- --warmup 25 --iter 100 (give an option's value "
+                   "in the same word, --output=PATH)")
+
+
 def selection_from(args) -> Selection:
     return select(getattr(args, "backend", None), caps=getattr(args, "cap", None))
 

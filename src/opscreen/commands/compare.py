@@ -17,7 +17,7 @@ from ..results.compare import (
     format_comparison,
     parse_allow,
 )
-from ..results.summary import ensure_summary
+from ..results.summary import load_or_build, write_summary
 
 NAME = "compare"
 HELP = "compare two runs (A = before, B = after) case by case; refuses runs measured differently"
@@ -73,12 +73,15 @@ def run(args) -> int:
     min_change = _pct(args.min_change) / 100.0
     fail_on = _pct(args.fail_on) if args.fail_on is not None else None
     floors = aa_floors(args.aa) if args.aa else None  # a bad file is refused before any summary is made
-    a = ensure_summary(args.a, rebuild=args.rebuild)
-    b = ensure_summary(args.b, rebuild=args.rebuild)
+    # nothing is written before the caliber check: a refused comparison leaves A and B as they were
+    (a, a_built), (b, b_built) = load_or_build(args.a, rebuild=args.rebuild), load_or_build(args.b, rebuild=args.rebuild)
     chk = check_caliber(a.caliber, b.caliber, allow)
     if not chk.ok:
         sys.stderr.write(f"opscreen compare: {chk.refusal_text()}\n")
         return 2
+    for s, built in ((a, a_built), (b, b_built)):
+        if built:
+            write_summary(s)
     c = compare_summaries(a, b, metric=args.metric, k=args.noise_k, threshold=threshold, min_change=min_change, check=chk,
                           floors=floors)
     out = Path(args.out) if args.out else (b.path or Path(args.b)) / "compare.csv"

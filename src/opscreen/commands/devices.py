@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from ..tables import emit, table
 from ._common import add_backend_arguments, print_json, selection_from
 
 NAME = "devices"
@@ -37,10 +38,12 @@ def run(args) -> int:
     for msg in en.messages:
         print(f"  note: {msg}", file=sys.stderr)
     if not en.devices:
-        print(f"  no {b.device_type} devices found (tried: {', '.join(en.sources_tried) or 'nothing'})")
+        print(f"  no {b.name} devices found (tried: {', '.join(en.sources_tried) or 'nothing'})")
         return 0
+    t = table("index>", "name", "source")
     for d in en.devices:
-        print(f"  [{d.index}] {d.name}  (source: {d.source})")
+        t.row(d.index, d.name, d.source)
+    emit([t])
     if b.capabilities.slots:
         print("  on this backend --devices 0,1,... are parallel slots on the host")
     return 0

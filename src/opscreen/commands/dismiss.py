@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from ..errors import UsageError
+from ..tables import emit, table
 
 NAME = "dismiss"
 HELP = "check a dismiss list (ops deliberately not measured, each with a reason)"
@@ -46,6 +47,9 @@ def run(args) -> int:
     out = sys.stdout
     scope = f", all markers of {args.suite}" if known is not None else ""
     out.write(f"{path}: {len(entries)} dismissed op(s){scope}\n")
-    for e in entries.values():
-        out.write(f"  {e.op}  ({e.date})  {e.reason}" + (f"  [evidence: {e.evidence}]" if e.evidence else "") + "\n")
+    if entries:
+        t = table("op", "date", "reason", "evidence")
+        for e in entries.values():
+            t.row(e.op, e.date, e.reason, e.evidence or "-")
+        emit([t], out)
     return 0

@@ -13,16 +13,19 @@ import sys
 from pathlib import Path
 
 from ..backends import resolve, select
-from ..errors import UsageError
+from ..errors import UsageError, check_given, check_path, check_writable_dir, read_input
 from ..measure import check_grace, check_timeout
 from ..plan import TIMERS
 from ..providers.flaggems import NodeSpec, Suite, parse_dtypes, safe_dir_name
+from ..preflight import check_interpreter, collect
 from ..repeats import validate_repeats
-from ..runner import OpRequest, run_op, shape_source, validate_flag01
-from ._common import add_backend_arguments
+from ..runner import OpRequest, StopRequest, run_op, shape_source, validate_flag01
+from ._common import add_backend_arguments, add_pytest_args
+from .run import choose_devices
 
 NAME = "op"
-HELP = "run one op of the suite in its own process (exit 0 passed, 1 failed, 3 timeout, 4 device-fatal, 5 crashed)"
+HELP = ("run one op of the suite in its own process (exit 0 passed, 1 failed, 2 usage, 3 timeout, 4 device-fatal, "
+        "5 crashed, 130 interrupted by SIGINT, SIGTERM or SIGHUP)")
 ORDER = 35
 
 
@@ -46,7 +49,7 @@ def add_arguments(p) -> None:
                    "spread between processes (default 1; docs/timing.md)")
     p.add_argument("--out", help="output directory (default runs/op/<op>)")
     p.add_argument("--replay-from", help="an earlier op output dir: run again with its recorded settings (default $REPLAY_FROM)")
-    p.add_argument("pytest_args", nargs="*", help="extra pytest arguments after --, e.g. -- --warmup 25 --iter 100")
+    add_pytest_args(p)
 
 
 def _env(name: str) -> str | None:
@@ -55,17 +58,47 @@ def _env(name: str) -> str | None:
 
 
 def load_replay(path: str) -> dict:
-    p = Path(path).expanduser()
+    p = check_path(path, "REPLAY_FROM")
     cfg = p / "child_config.json"
     if not cfg.is_file():
         raise UsageError(f"REPLAY_FROM {p}: no child_config.json there (give the output dir of an earlier 'opscreen op')")
     try:
-        return json.loads(cfg.read_text(encoding="utf-8"))["settings"]
-    except (ValueError, KeyError):
+        return json.loads(read_input(cfg, "REPLAY_FROM"))["settings"]
+    except (ValueError, KeyError, TypeError):
         raise UsageError(f"REPLAY_FROM {p}: child_config.json is unreadable or from another version") from None
 
 
+def check_arguments(args) -> None:
+    """An option given as '' is no silent default (``--suite ''`` must not run the
+    sample suite, ``--out ''`` must not write runs/op/<op>); a path the system
+    cannot look up (too long, say) is one line, not a traceback."""
+    hints = {
+        "op": "give an op name (a pytest marker of the suite)",
+        "op_file": "give a benchmark file such as test_abs.py",
+        "test_node": "give a pytest node id",
+        "suite": "give the suite root (leave --suite out for $FLAGGEMS_ROOT or the bundled sample suite)",
+        "python": "give the suite's interpreter (leave --python out for this one)",
+        "dtypes": "give dtypes such as float16,bfloat16 (leave --dtypes out for the op's own)",
+        "shape_mode": "give upstream, curated or a shape file",
+        "level": "give the suite level (core or comprehensive)",
+        "out": "give an output directory (leave --out out for runs/op/<op>)",
+        "replay_from": "give the output dir of an earlier 'opscreen op'",
+    }
+    for name, hint in hints.items():
+        flag = "OP" if name == "op" else "--" + name.replace("_", "-")
+        check_given(getattr(args, name, None), flag, hint)
+    for name in ("suite", "python", "out", "replay_from"):
+        check_path(getattr(args, name, None), "--" + name.replace("_", "-"))
+    if args.shape_mode is not None and args.shape_mode not in ("upstream", "curated"):
+        check_path(args.shape_mode, "--shape-mode")
+
+
 def build_request(args) -> OpRequest:
+    """The request ``args`` describe, after every check that can be made before the
+    output directory is touched: the arguments, the suite's interpreter, the
+    device (enumerated as ``opscreen run`` does), the output directory, and the
+    preflight collection (opscreen.preflight)."""
+    check_arguments(args)
     replay_dir = args.replay_from or _env("REPLAY_FROM")
     rp = load_replay(replay_dir) if replay_dir else {}
 
@@ -94,6 +127,7 @@ def build_request(args) -> OpRequest:
         args.suite or (None if _env("FLAGGEMS_ROOT") or not rp else rp.get("suite_root")),
         python=args.python or (rp.get("python") if rp else None),
     )
+    check_interpreter(suite.python, suite.root)
     op = args.op or _env("OP")
     op_file = args.op_file or _env("OP_FILE")
     test_node = args.test_node or _env("TEST_NODE")
@@ -114,7 +148,11 @@ def build_request(args) -> OpRequest:
     timeout = check_timeout(args.timeout if args.timeout is not None else rp.get("timeout", 1800.0))
     grace = check_grace(args.grace if args.grace is not None else rp.get("grace", 10.0))
     extra = list(args.pytest_args) if args.pytest_args else list(rp.get("extra_args", []))
-    return OpRequest(
+    repeats = validate_repeats(args.repeats if args.repeats is not None else rp.get("repeats", 1))
+    check_writable_dir(Path(args.out) if args.out else Path("runs") / "op" / safe_dir_name(target.op), "--out")
+    # the device must exist (enumerated as `opscreen run` does) before an earlier result is replaced
+    choose_devices(backend, str(device), suite.python, flag="--device")
+    req = OpRequest(
         op=target.op,
         target=target,
         suite=suite,
@@ -132,9 +170,11 @@ def build_request(args) -> OpRequest:
         timeout=timeout,
         grace=grace,
         extra_args=extra,
-        repeats=validate_repeats(args.repeats if args.repeats is not None else rp.get("repeats", 1)),
+        repeats=repeats,
         color=sys.stdout.isatty() and not _env("NO_COLOR"),
     )
+    collect(req, say=lambda line: sys.stderr.write(f"opscreen op: {line}\n"))
+    return req
 
 
 def run(args) -> int:
@@ -146,10 +186,19 @@ def run(args) -> int:
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} exists and is not a directory")
 
-    def echo(line: str) -> None:
-        sys.stdout.write(line)
-        sys.stdout.flush()
+    quiet = []  # set once stdout is gone (a closed pipe, a hung-up terminal): run.log still gets every line
 
-    outcome = run_op(req, out, echo=echo)
-    print(f"opscreen op: {req.op} {outcome.status}; results in {outcome.out_dir}")
+    def echo(line: str) -> None:
+        if quiet:
+            return
+        try:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+        except (OSError, ValueError):
+            quiet.append(True)
+
+    # SIGINT, SIGTERM and SIGHUP stop the op: its group killed, result.json "interrupted", exit 130
+    with StopRequest() as stop:
+        outcome = run_op(req, out, stop=stop, echo=echo)
+    echo(f"opscreen op: {req.op} {outcome.status}; results in {outcome.out_dir}\n")
     return outcome.exit_code

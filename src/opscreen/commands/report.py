@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..results.compare import MUST_MATCH, check_caliber, compare_summaries, parse_allow
 from ..results.report import write_report
-from ..results.summary import ensure_summary
+from ..results.summary import load_or_build, write_summary
 
 NAME = "report"
 HELP = "write a self-contained HTML report of a run (optionally compared with another run)"
@@ -34,15 +34,20 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     allow = parse_allow(args.allow_mismatch)
-    s = ensure_summary(args.run_dir, rebuild=args.rebuild)
+    # nothing is written before the caliber check: a refused comparison leaves both runs as they were
+    s, s_built = load_or_build(args.run_dir, rebuild=args.rebuild)
     comparison = None
+    a, a_built = None, False
     if args.against:
-        a = ensure_summary(args.against, rebuild=args.rebuild)
+        a, a_built = load_or_build(args.against, rebuild=args.rebuild)
         chk = check_caliber(a.caliber, s.caliber, allow)
         if not chk.ok:
             sys.stderr.write(f"opscreen report: {chk.refusal_text()}\n")
             return 2
         comparison = compare_summaries(a, s, check=chk)
+    for summary, built in ((s, s_built), (a, a_built)):
+        if built:
+            write_summary(summary)
     out = Path(args.out) if args.out else (s.path or Path(args.run_dir)) / "report.html"
     write_report(s, out, comparison)
     print(f"wrote {out}")

@@ -18,11 +18,11 @@ import sys
 import time
 from pathlib import Path
 
-from ..errors import UsageError
+from ..errors import UsageError, check_given, check_path, check_writable_dir, os_error, read_input
 from ..measure import check_grace, check_timeout
 from ..plan import TIMERS, planned_timer
 from ..repeats import validate_repeats
-from ._common import add_backend_arguments
+from ._common import add_backend_arguments, add_pytest_args
 
 NAME = "run"
 HELP = "screen many ops (default: all) across devices; resumable run directory"
@@ -89,17 +89,14 @@ def add_arguments(p) -> None:
     p.add_argument("--no-resume", dest="resume", action="store_false", help="refuse to reuse an existing RUN_DIR")
     p.add_argument("--dismiss", help="dismiss list (ops not to run, with reasons); 'none' disables the default list")
     p.add_argument("--plain", action="store_true", help="plain lines even on a terminal (no live view)")
-    p.add_argument("pytest_args", nargs="*", help="extra pytest arguments after --, e.g. -- --warmup 25 --iter 100")
+    add_pytest_args(p)
 
 
 # -- op lists ------------------------------------------------------------------------
 
 
 def read_ops_file(path: str) -> list[str]:
-    try:
-        text = Path(path).expanduser().read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"--ops-file {path}: {exc.strerror or exc}") from None
+    text = read_input(path, "--ops-file")
     ops: list[str] = []
     for line in text.splitlines():
         line = line.split("#", 1)[0].strip()
@@ -109,7 +106,12 @@ def read_ops_file(path: str) -> list[str]:
 
 
 def split_ops(value: str) -> list[str]:
-    return list(dict.fromkeys(o.strip() for o in value.replace("\n", ",").split(",") if o.strip()))
+    """``--ops a,b``: comma-separated names. A line break is no separator (a pasted
+    list or a shell variable holding lines): a one-line UsageError."""
+    if "\n" in value or "\r" in value:
+        raise UsageError("--ops: a line break is not a separator; separate ops with commas, "
+                         "or give a file with one op per line to --ops-file")
+    return list(dict.fromkeys(o.strip() for o in value.split(",") if o.strip()))
 
 
 def resolve_targets(suite, ops: list[str]) -> dict:
@@ -201,29 +203,84 @@ def replay_ops(run_dir: Path) -> list[str]:
 # -- devices ---------------------------------------------------------------------------
 
 
-def choose_devices(backend, spec: str | None, python: str | None) -> list[int]:
+def cpu_slots() -> int:
+    """CPU slots there are: one per core (a slot beyond the cores is not a lane)."""
+    return max(1, os.cpu_count() or 1)
+
+
+def choose_devices(backend, spec: str | None, python: str | None, flag: str = "--devices") -> list[int]:
+    """The device indices to run on, from ``spec`` (``0,1,4-7``, ``all`` or None: all).
+
+    On cpu the indices are slots, 0..cores-1 (``all``: the first
+    min(CPU_ALL_SLOTS, cores)). On an accelerator they are checked against what
+    ``backend.enumerate`` finds; when it finds nothing, that is an error too,
+    unless a source timed out (then explicit indices are used as given, with a
+    printed line). ``opscreen op`` checks its ``--device`` here as well."""
     from ..batch.scheduler import parse_devices
 
-    wanted = parse_devices(spec)
+    wanted = parse_devices(spec, flag)
     if backend.capabilities.slots:
+        slots = cpu_slots()
         if wanted is None:
-            return list(range(max(1, min(CPU_ALL_SLOTS, os.cpu_count() or 1))))
+            return list(range(min(CPU_ALL_SLOTS, slots)))
+        beyond = [d for d in wanted if d >= slots]
+        if beyond:
+            raise UsageError(
+                f"{flag} {spec}: {backend.name} slots are 0..{slots - 1} on this machine ({slots} cores), "
+                f"not {', '.join(map(str, beyond))}"
+            )
         return wanted
     en = backend.enumerate(python)
     found = [d.index for d in en.devices]
+    if not found:
+        notes = "; ".join(en.messages) or "no source listed a device"
+        if wanted is not None and any("timed out" in m for m in en.messages):
+            sys.stderr.write(f"opscreen: {flag} {spec}: could not confirm the {backend.name} devices ({notes}); "
+                             "using them as given\n")
+            return wanted
+        what = f"{flag} {spec}" if wanted is not None else f"{flag} all"
+        raise UsageError(
+            f"{what}: backend {backend.name} found no devices ({notes}); "
+            f"check 'opscreen devices --backend {backend.name}' or choose another --backend"
+        )
     if wanted is None:
-        if not found:
-            notes = "; ".join(en.messages) or "no source listed a device"
-            raise UsageError(f"--devices all: backend {backend.name} found no devices ({notes}); give --devices explicitly")
         return found
-    if found:
-        missing = [d for d in wanted if d not in found]
-        if missing:
-            raise UsageError(
-                f"--devices: {', '.join(map(str, missing))} not among the {backend.name} devices found "
-                f"({', '.join(map(str, found))})"
-            )
+    missing = [d for d in wanted if d not in found]
+    if missing:
+        raise UsageError(
+            f"{flag}: {', '.join(map(str, missing))} not among the {backend.name} devices found "
+            f"({', '.join(map(str, found))})"
+        )
     return wanted
+
+
+def check_arguments(args) -> None:
+    """What is wrong with the arguments themselves, before anything is looked up:
+    an option given as '' is no silent default (``--suite ''`` must not screen the
+    sample suite, ``--out ''`` must not make runs/run-<time>), and a path the
+    system cannot look up (too long, say) is one line here, not a traceback later."""
+    hints = {
+        "suite": "give the suite root (leave --suite out for $FLAGGEMS_ROOT or the bundled sample suite)",
+        "out": "give a run directory (leave --out out for runs/run-<time>)",
+        "python": "give the suite's interpreter (leave --python out for this one)",
+        "ops": "give comma-separated op names (leave --ops out for every op)",
+        "ops_file": "give a file with one op per line",
+        "inventory": "give an inventory file",
+        "dismiss": "give a dismiss file, or 'none'",
+        "replay_from": "give an earlier run directory",
+        "shape_mode": "give upstream, curated or a shape file",
+        "level": "give the suite level (core or comprehensive)",
+        "dtypes": "give dtypes such as float16,bfloat16 (leave --dtypes out for each op's own)",
+        "shard": "give I/N (leave --shard out for every op)",
+    }
+    for name, hint in hints.items():
+        check_given(getattr(args, name, None), "--" + name.replace("_", "-"), hint)
+    for name in ("suite", "out", "python", "ops_file", "inventory", "replay_from"):
+        check_path(getattr(args, name, None), "--" + name.replace("_", "-"))
+    if args.dismiss is not None and args.dismiss.strip().lower() != "none":
+        check_path(args.dismiss, "--dismiss")
+    if args.shape_mode is not None and args.shape_mode not in ("upstream", "curated"):
+        check_path(args.shape_mode, "--shape-mode")
 
 
 # -- settings ----------------------------------------------------------------------------
@@ -280,9 +337,12 @@ def _explicit(args) -> dict:
 
 
 def _load_settings(run_dir: Path, what: str) -> dict:
-    from ..batch.journal import IDENTITY, read_json
+    from ..batch.journal import IDENTITY, json_problem, read_json
 
     ident = read_json(run_dir / IDENTITY)
+    problem = json_problem(run_dir / IDENTITY)
+    if problem not in (None, "missing"):
+        raise UsageError(f"{what} {run_dir}: its run_identity.json is damaged ({problem}); the run's settings cannot be read")
     if not ident or ident.get("kind") != "run" or not isinstance(ident.get("settings"), dict):
         raise UsageError(f"{what} {run_dir}: no batch run_identity.json there (give the RUN_DIR of an earlier 'opscreen run')")
     return ident
@@ -322,9 +382,11 @@ def run(args) -> int:
     from ..batch.progress import make_progress
     from ..batch.runner import CALIBER_SETTINGS, BatchConfig, BatchRunner
     from ..batch.scheduler import parse_shard, shard_ops
+    from ..preflight import check_interpreter, collect
     from ..providers.flaggems import Suite
     from ..runner import shape_source, validate_flag01
 
+    check_arguments(args)
     explicit = _explicit(args)
     shard = parse_shard(args.shard)
 
@@ -337,11 +399,17 @@ def run(args) -> int:
         stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
         out = Path("runs") / f"run-{stamp}"
         out = out.absolute()
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out} exists and is not a directory")
+    check_writable_dir(out, "--out")  # a read-only place: one line now, not a traceback from the lock
     journal = Journal(out)
-    in_place_replay = replay_dir is not None and replay_dir == out
+    in_place_replay = replay_dir is not None and replay_dir.resolve() == journal.root  # one dir, however named
     existing = journal.read_identity() if out.is_dir() else None
+    damaged = journal.identity_problem() if out.is_dir() else None
+    if damaged and (out / "ops").is_dir() and any((out / "ops").iterdir()):
+        raise UsageError(
+            f"--out {out}: its run_identity.json is damaged ({damaged}); it held the run's settings (ops, devices, "
+            "how they were measured), so this run dir cannot be resumed: start again with another --out "
+            f"(the op results under {out / 'ops'} are left as they are)"
+        )
     if out.is_dir() and not existing and (out / "ops").is_dir() and any((out / "ops").iterdir()):
         raise UsageError(f"--out {out} holds op results but no run_identity.json: not a run dir of 'opscreen run'")
     resuming = existing is not None and not in_place_replay
@@ -397,6 +465,7 @@ def run(args) -> int:
         _refuse_other_timing(out, (existing or {}).get("caliber") or {}, backend, planned)
 
     suite = Suite.locate(args.suite or base.get("suite_root"), python=args.python or base.get("python"))
+    check_interpreter(suite.python, suite.root)
     if resuming:
         rec_commit = ((existing or {}).get("caliber") or {}).get("suite_commit")
         now_commit = (suite.git or {}).get("commit")
@@ -462,14 +531,27 @@ def run(args) -> int:
         all_ops=(list(recorded.get("ops") or []) if in_place_replay else None),
         argv=list(sys.argv),
     )
-    journal.lock()
+    live = False if args.plain else None
+    runner = BatchRunner(cfg, journal, progress=make_progress(sys.stdout, live))
+    # preflight: one collection of the first op still to run, as its child would run
+    # it (the first lane's device); a usage error stops the run before anything is written
+    first = next((op for op in run_ops if in_place_replay or not journal.is_complete(op)), None)
+    if first is not None:
+        collect(runner.request_factory(first, devices[0], cfg.dtypes), say=_say)
     try:
-        live = False if args.plain else None
-        runner = BatchRunner(cfg, journal, progress=make_progress(sys.stdout, live))
+        journal.lock()
+    except OSError as exc:
+        raise os_error(exc, "--out", out) from None
+    try:
         summary = runner.run()
     finally:
         journal.unlock()
     return summary.exit_code
+
+
+def _say(line: str) -> None:
+    sys.stderr.write(f"opscreen run: {line}\n")
+    sys.stderr.flush()
 
 
 def _devices_spec(base: dict, resuming: bool) -> str | None:

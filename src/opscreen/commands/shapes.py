@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from ..errors import UsageError
+from ..tables import emit, table
 
 NAME = "shapes"
 HELP = "check a curated shape file against a suite and show what each op gets"
@@ -72,9 +73,9 @@ def run(args) -> int:
         if args.op:
             rows = [r for r in rows if r.op in args.op]
         out.write(f"what the merged file gives each op ({len(rows)}):\n")
-        w = max([len(r.op) for r in rows] + [2])
+        t = table("op", "from", "shapes")
         for r in rows:
-            src = f"{r.origin}:{r.key}" if r.key else "default"
-            out.write(f"  {r.op:<{w}}  {src:<28}  {_fmt_shapes(r.shapes)}\n")
+            t.row(r.op, f"{r.origin}:{r.key}" if r.key else "default", _fmt_shapes(r.shapes))
+        emit([t], out)
     out.write(f"{len(errors)} error(s), {len(findings) - len(errors)} warning(s)\n")
     return 1 if errors else 0

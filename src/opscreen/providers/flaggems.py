@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from ..errors import UsageError
+from ..errors import UsageError, check_path, shown
 
 SAMPLE_SUITE = Path(__file__).resolve().parent.parent / "sample_suite"
 BENCH_DIR = "benchmark"
@@ -36,11 +36,14 @@ BENCH_DIR = "benchmark"
 _MARKER_RX = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SAFE_RX = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 _PY_KEYWORDS = {"and", "or", "not", "True", "False", "None"}
+# An op name becomes a file name (benchmark/test_<op>.py, the op's output dir):
+# far below the 255-byte limit of one path component, and far above any real marker.
+MAX_OP_NAME = 128
 
 
 def safe_dir_name(name: str) -> str:
     """A directory name for ``name`` that cannot escape its parent."""
-    if _SAFE_RX.match(name) and name not in (".", "..") and ".." not in name:
+    if _SAFE_RX.match(name) and name not in (".", "..") and ".." not in name and len(name) <= 120:
         return name
     cleaned = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).replace("..", "_").strip("._-")
     return cleaned[:120] or "op"
@@ -49,9 +52,11 @@ def safe_dir_name(name: str) -> str:
 def check_op_name(name: str, what: str = "op") -> str:
     if not name or not _MARKER_RX.match(name) or name in _PY_KEYWORDS:
         raise UsageError(
-            f"bad {what} name {name!r}: an op is a pytest marker (letters, digits, underscores; "
+            f"bad {what} name {shown(name)}: an op is a pytest marker (letters, digits, underscores; "
             "not starting with a digit)"
         )
+    if len(name) > MAX_OP_NAME:
+        raise UsageError(f"bad {what} name {shown(name, 40)}: an op is a pytest marker of at most {MAX_OP_NAME} characters")
     return name
 
 
@@ -110,13 +115,19 @@ class Suite:
             root, source = Path(env["FLAGGEMS_ROOT"]), "FLAGGEMS_ROOT"
         else:
             root, source = SAMPLE_SUITE, "sample"
+        check_path(root, source)
         root = root.expanduser().resolve()
         if not (root / BENCH_DIR).is_dir():
             raise UsageError(
                 f"suite root {root} has no {BENCH_DIR}/ folder (from {source}); "
                 "point --suite or FLAGGEMS_ROOT at a FlagGems checkout"
             )
-        return cls(root=root, python=python or sys.executable, source=source)
+        python = python or sys.executable
+        if os.sep in python and not os.path.isabs(os.path.expanduser(python)):
+            # the children start in the suite root: a relative interpreter path would
+            # name another file there
+            python = os.path.abspath(python)
+        return cls(root=root, python=os.path.expanduser(python), source=source)
 
     @property
     def name(self) -> str:
@@ -192,7 +203,8 @@ class Suite:
         if len(p.parts) == 1:
             p = Path(BENCH_DIR) / p
         if ".." in p.parts or not p.name.endswith(".py"):
-            raise UsageError(f"bad OP_FILE {op_file!r}: give a benchmark file such as test_abs.py")
+            raise UsageError(f"bad OP_FILE {shown(op_file)}: give a benchmark file such as test_abs.py")
+        check_path(self.root / p, "OP_FILE")
         if not (self.root / p).is_file():
             raise UsageError(f"OP_FILE {op_file} not found under {self.root / BENCH_DIR}")
         return p.as_posix()

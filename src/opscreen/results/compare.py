@@ -2,7 +2,7 @@
 
 Lifecycle: :func:`check_caliber` compares the two runs' ``caliber`` blocks (from
 ``run_identity.json``, kept in ``summary.json``) and says which fields differ;
-:func:`compare_summaries` joins the rows on (op, test, dtype, shape) and gives each
+:func:`compare_summaries` joins the rows on (op, variant, dtype, shape) and gives each
 a :class:`Verdict`; the :class:`Comparison` it returns writes ``compare.csv`` and
 the text report.
 
@@ -50,6 +50,7 @@ from typing import Any, Iterable
 
 from ..errors import UsageError, read_input
 from ._io import csv_text, write_atomic
+from ..tables import table, to_text
 from .summary import COL, Summary
 
 __all__ = [
@@ -192,10 +193,13 @@ def check_caliber(a: dict | None, b: dict | None, allow: Iterable[str] = ()) -> 
 
 @dataclass(slots=True)
 class CompareRow:
-    """One (op, test, dtype, shape) of the join."""
+    """One (op, variant, dtype, shape) of the join; ``test`` (the test function, B's
+    where B names it) is not part of the key: a test renamed between the runs, or a run
+    whose logs name no test, still joins."""
 
     op: str
     test: str
+    variant: str
     dtype: str
     shape: str
     verdict: Verdict
@@ -217,7 +221,7 @@ class CompareRow:
 
     @property
     def key(self) -> tuple[str, str, str, str]:
-        return (self.op, self.test, self.dtype, self.shape)
+        return (self.op, self.variant, self.dtype, self.shape)
 
     @property
     def ratio(self) -> float | None:
@@ -225,7 +229,7 @@ class CompareRow:
 
 
 CSV_COLUMNS = [
-    "op", "test", "dtype", "shape", "verdict", "change_pct", "band_pct", "basis",
+    "op", "test", "variant", "dtype", "shape", "verdict", "change_pct", "band_pct", "basis",
     "a_speedup", "b_speedup", "a_lib_ms", "b_lib_ms", "a_torch_ms", "b_torch_ms",
     "a_noise_pct", "b_noise_pct", "a_status", "b_status", "a_timer", "b_timer",
 ]  # fmt: skip
@@ -333,7 +337,7 @@ class Comparison:
     def to_csv_text(self) -> str:
         def cells(r: CompareRow):
             return [
-                r.op, r.test, r.dtype, r.shape, r.verdict.value, _pct(r.change), _pct(r.band), r.basis,
+                r.op, r.test, r.variant, r.dtype, r.shape, r.verdict.value, _pct(r.change), _pct(r.band), r.basis,
                 r.a_speedup, r.b_speedup, r.a_lib_ms, r.b_lib_ms, r.a_torch_ms, r.b_torch_ms,
                 _pct(r.a_noise), _pct(r.b_noise), r.a_status, r.b_status, r.a_timer, r.b_timer,
             ]  # fmt: skip
@@ -407,18 +411,19 @@ def compare_summaries(
     if metric not in ("speedup", "lib_ms"):
         raise UsageError(f"--metric {metric}: choose speedup or lib_ms")
     chk = check if check is not None else check_caliber(a.caliber, b.caliber, allow)
-    iop, itest, idt, ish, ist = COL["op"], COL["test"], COL["dtype"], COL["shape"], COL["status"]
+    iop, itest, ivar, idt, ish, ist = COL["op"], COL["test"], COL["variant"], COL["dtype"], COL["shape"], COL["status"]
     isp, ilib, itor = COL["speedup"], COL["lib_ms"], COL["torch_ms"]
     itr, ilr = COL["torch_rsd"], COL["lib_rsd"]
-    a_rows = {(r[iop], r[itest], r[idt], r[ish]): r for r in a.rows}
+    a_rows = {(r[iop], r[ivar] or "", r[idt], r[ish]): r for r in a.rows}
     b_status = {o.op: o.status for o in b.ops}
     out: list[CompareRow] = []
     seen = set()
     vi = isp if metric == "speedup" else ilib
     for rb in b.rows:
-        key = (rb[iop], rb[itest], rb[idt], rb[ish])
+        key = (rb[iop], rb[ivar] or "", rb[idt], rb[ish])
         ra = a_rows.get(key)
-        cr = CompareRow(*key, verdict=Verdict.NEW)
+        test = rb[itest] or (ra[itest] if ra is not None else "") or ""
+        cr = CompareRow(key[0], test, *key[1:], verdict=Verdict.NEW)
         cr.b_speedup, cr.b_lib_ms, cr.b_torch_ms, cr.b_status = rb[isp], rb[ilib], rb[itor], rb[ist]
         cr.b_noise = _noise(rb[itr], rb[ilr], metric)
         cr.b_timer = _timer(rb)
@@ -456,10 +461,10 @@ def compare_summaries(
                 cr.verdict = Verdict.FAILED
         out.append(cr)
     for ra in a.rows:
-        key = (ra[iop], ra[itest], ra[idt], ra[ish])
+        key = (ra[iop], ra[ivar] or "", ra[idt], ra[ish])
         if key in seen:
             continue
-        cr = CompareRow(*key, verdict=Verdict.GONE)
+        cr = CompareRow(key[0], ra[itest] or "", *key[1:], verdict=Verdict.GONE)
         cr.a_speedup, cr.a_lib_ms, cr.a_torch_ms, cr.a_status = ra[isp], ra[ilib], ra[itor], ra[ist]
         cr.a_noise = _noise(ra[itr], ra[ilr], metric)
         cr.a_timer = _timer(ra)
@@ -529,44 +534,48 @@ def format_comparison(c: Comparison, *, top: int = 10, ops_top: int = 10) -> str
     g = c.geomean_ratio()
     ga, gb = a.geomeans()["overall"], b.geomeans()["overall"]
     L.append(f"geometric-mean speedup: A {_f3(ga)}  B {_f3(gb)}   B/A over joined rows {_f3(g)}")
-    hdr = f"  {'change':>8} {'band':>6}  {'op':<20} {'dtype':<9} {'A':>8} {'B':>8}  shape"
+    ms = c.metric == "speedup"
 
-    def table(title: str, rows: list[CompareRow]) -> None:
+    def rows_table(title: str, rows: list[CompareRow]) -> None:
         L.append("")
         L.append(title)
         if not rows:
             L.append("  (none)")
             return
-        L.append(hdr)
+        t = table("change>", "band>", "op", "dtype", "A>", "B>", "shape")
         for r in rows:
-            op = r.op + (f" {r.test}" if r.test else "")
-            L.append(
-                f"  {_chg(r.change):>8} {('±' + format(r.band * 100, '.1f')) if r.band is not None else '-':>6}  "
-                f"{op:<20} {r.dtype:<9} {_f3(r.a_speedup if c.metric == 'speedup' else r.a_lib_ms):>8} "
-                f"{_f3(r.b_speedup if c.metric == 'speedup' else r.b_lib_ms):>8}  {_short_shape(r.shape)}"
+            t.row(
+                _chg(r.change), ("±" + format(r.band * 100, ".1f")) if r.band is not None else "-",
+                r.op + (f" {r.variant}" if r.variant else ""), r.dtype,
+                _f3(r.a_speedup if ms else r.a_lib_ms), _f3(r.b_speedup if ms else r.b_lib_ms), _short_shape(r.shape),
             )
+        L.append(t)
 
-    table(f"top regressions (B slower than A), {len(c.regressions())} in all:", c.regressions(top))
-    table(f"top improvements (B faster than A), {len(c.improvements())} in all:", c.improvements(top))
+    rows_table(f"top regressions (B slower than A), {len(c.regressions())} in all:", c.regressions(top))
+    rows_table(f"top improvements (B faster than A), {len(c.improvements())} in all:", c.improvements(top))
     br = c.broken()
     if br:
         L.append("")
         L.append(f"broken in B ({len(br)} rows measured in A, failed or missing in B):")
         ops = sorted({r.op for r in br})
         bst = {o.op: o for o in b.ops}
+        t = table("op", "rows>", "in B")
         for op in ops[:top]:
             o = bst.get(op)
             why = f"{o.status}: {o.error}" if o is not None and o.error else (o.status if o is not None else "not in B")
-            L.append(f"  {op:<24} {sum(1 for r in br if r.op == op)} rows  ({why})")
+            t.row(op, sum(1 for r in br if r.op == op), why)
+        L.append(t)
     ratios = c.op_ratios()
     if ratios:
         L.append("")
         L.append(f"per-op geometric mean of B/A ({len(ratios)} ops; worst first):")
         show = ratios if len(ratios) <= 2 * ops_top else ratios[:ops_top] + [None] + ratios[-ops_top:]
-        for t in show:
-            if t is None:
-                L.append("  ...")
+        t = table("op", "B/A>", "rows>", "slower>", "faster>")
+        for x in show:
+            if x is None:
+                t.row("...", "", "", "", "")
                 continue
-            op, ratio, n, sl, fa = t
-            L.append(f"  {op:<24} {ratio:7.3f}  ({n} rows: {sl} slower, {fa} faster)")
-    return "\n".join(L)
+            op, ratio, n, sl, fa = x
+            t.row(op, f"{ratio:.3f}", n, sl, fa)
+        L.append(t)
+    return to_text(L)

@@ -8,7 +8,10 @@ Three inputs, one row type (:class:`CaseRow`):
   given to the header's columns by name; TFLOPS and GBPS are optional (and FlagGems
   omits a row's TFLOPS when it is zero, so the numeric block is matched by count).
   pytest noise, tracebacks and harness banners around the tables are skipped; a log
-  cut short by a kill gives the rows it has and ``truncated=True``.
+  cut short by a kill gives the rows it has and ``truncated=True``. The harness's
+  end banner (``[opscreen] result STATUS (exit N, child RC)``) tells a cut from a
+  child that ended on its own before any table (pytest missing, a usage error, a
+  device-fatal exit): that log is complete, not truncated.
 - ``record.log``: FlagGems' ``--record log`` lines ``[INFO] {json}``, with opscreen's
   extra fields (``timer_base``, ``samples``, ``rsd``, ...) when present.
 - the ``--record json`` file (``{op: {details: [...], result, test_case, reason}}``).
@@ -61,6 +64,8 @@ _SESSION_END = re.compile(
     r"(?:, |\s))+.*\bin \d+(?:\.\d+)?s\b|no tests ran\b)"
 )
 _SECTION = re.compile(r"^_{3,} (?P<name>\S.*?) _{3,}\s*$")
+# run_op's last line: banner_end in opscreen.runner
+_END_BANNER = re.compile(r"^\[opscreen\] result (?P<status>\w+) \(exit (?P<exit>-?\d+|None), child (?P<child>-?\d+|None)\)")
 _SHORT = re.compile(r"^(?P<kind>FAILED|ERROR) (?P<node>\S+::\S+)(?: - (?P<reason>.*))?$")
 _SPLIT_HEADER = re.compile(r"\s{2,}")
 _GLUED = re.compile(r"^(N/A|[-+]?\d+\.\d+)([A-Za-z].*)$")
@@ -107,6 +112,9 @@ class CaseRow:
     level: str | None = None
     error: str | None = None
     source: str = ""
+    # the pytest node that measured the row (``benchmark/test_abs.py::test_abs``): the
+    # record entry's ``test_case`` (opscreen's child adds it; FlagGems' --record json has it)
+    test_case: str | None = None
 
     @property
     def test(self) -> str:
@@ -147,6 +155,9 @@ class ParsedLog:
     fatal: str | None = None
     session_line: str | None = None
     nodes: list[str] = field(default_factory=list)
+    # from the harness's end banner, when the log has one: how the child ended
+    child_status: str | None = None
+    child_returncode: int | None = None
 
 
 def _num(tok: str) -> float | None:
@@ -433,6 +444,13 @@ def parse_run_log_text(text: str, source: str = "run.log", *, rows: bool = True)
         if c == "O" and line.startswith("OPSCREEN-FATAL:"):
             res.fatal = line[len("OPSCREEN-FATAL:") :].strip()
             continue
+        if c == "[" and line.startswith("[opscreen] result "):
+            m = _END_BANNER.match(line)
+            if m:
+                res.child_status = m.group("status")
+                child = m.group("child")
+                res.child_returncode = None if child == "None" else int(child)
+                continue
         if "::" in line and ".py::" in line:
             node = line.split()[0]
             if ".py::" in node and node not in res.nodes:
@@ -451,9 +469,28 @@ def parse_run_log_text(text: str, source: str = "run.log", *, rows: bool = True)
         res.failures.append(Failure("", res.fatal, "FATAL"))
     if not session_after_table and text.strip():
         # pytest prints its session line last; a log without one after the last table
-        # was cut short (timeout, kill, crash)
-        res.truncated = True
+        # was cut short (timeout, kill, crash) unless the child ended on its own first
+        res.truncated = _cut_short(res)
     return res
+
+
+def _cut_short(res: ParsedLog) -> bool:
+    """For a log with no pytest session line after its last table: was it cut short?
+
+    Without the harness's end banner (the harness itself was killed, or the text is
+    not an opscreen run.log): yes. With it: yes when the harness killed the child
+    (``timeout``, ``interrupted``) or a signal did (a negative return code); a
+    child that exited on its own (or never started) before printing any table left
+    nothing unsaid (pytest not installed, a usage error, a device-fatal exit); one
+    that exited among its tables may have left rows out."""
+    if res.child_status is None:
+        return True
+    if res.child_status in ("timeout", "interrupted"):
+        return True
+    rc = res.child_returncode
+    if rc is not None and rc < 0:
+        return True
+    return res.tables > 0
 
 
 def _row_complete(line: str) -> bool:
@@ -577,6 +614,7 @@ def _row_from_record(entry: dict, r: dict, occ: _Occurrences, source: str) -> Ca
         level=entry.get("level"),
         error=str(err) if err else None,
         source=source,
+        test_case=str(entry["test_case"]) if entry.get("test_case") else None,
     )
     row.occurrence = occ(op, dtype, shape)
     return row
@@ -668,7 +706,10 @@ def parse_record_json(path_or_obj: Any, source: str = "record.json") -> ParsedLo
         node = block.get("test_case")
         if node:
             res.nodes.append(str(node))
+        first = len(res.rows)
         _rows_from_entries(block.get("details") or [], res, occ)
+        for row in res.rows[first:]:
+            row.test_case = row.test_case or (str(node) if node else None)
         if block.get("result") not in (None, "passed"):
             res.failures.append(Failure(str(node or name), block.get("reason")))
     return res

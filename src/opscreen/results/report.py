@@ -41,6 +41,11 @@ def _f(v: float | None, nd: int = 3) -> str:
     return "–" if v is None else f"{v:.{nd}f}"
 
 
+def _test_cell(test: str | None, variant: str | None) -> str:
+    """The test function and the variant (op_name, #n) that tells apart its rows."""
+    return " ".join(x for x in (test, variant) if x)
+
+
 def _ms(v: float | None) -> str:
     if v is None:
         return "–"
@@ -125,7 +130,7 @@ def speedup_plot_svg(by_dtype: dict[str, list[float]]) -> str | None:
 
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FixedLocator, FuncFormatter
+    from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator
 
     with matplotlib.rc_context({"svg.hashsalt": "opscreen", "svg.fonttype": "path", "font.size": 9}):
         allv = [math.log2(v) for vals in series.values() for v in vals]
@@ -147,6 +152,7 @@ def speedup_plot_svg(by_dtype: dict[str, list[float]]) -> str | None:
             ax.axvline(0.0, color="#333", lw=0.8)
             ax.axvline(math.log2(gm), color="#2f5fb3", lw=1.2, ls="--")
             ax.set_ylabel("cases")
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts: never a 2.5-case tick
             ax.text(
                 0.005, 0.93, f"{d}: {len(vals)} cases, geomean {gm:.3f}, {len(faster)} ≥ 1, {len(slower)} < 1",
                 transform=ax.transAxes, va="top", ha="left", fontsize=8.5,
@@ -173,16 +179,25 @@ def _change_plot_svg(changes: list[float]) -> str | None:
 
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator
 
     with matplotlib.rc_context({"svg.hashsalt": "opscreen", "svg.fonttype": "path", "font.size": 9}):
         lo, hi = min(vals + [-5.0]), max(vals + [5.0])
         nb = 60
         bins = [lo + (hi - lo) * i / nb for i in range(nb + 1)]
         fig, ax = plt.subplots(figsize=(9.5, 1.9))
-        ax.hist([v for v in vals if v < 0], bins=bins, color="#d1495b", alpha=0.85)
-        ax.hist([v for v in vals if v >= 0], bins=bins, color="#2f9e5b", alpha=0.85)
+        n1, _, _ = ax.hist([v for v in vals if v < 0], bins=bins, color="#d1495b", alpha=0.85)
+        n2, _, _ = ax.hist([v for v in vals if v >= 0], bins=bins, color="#2f9e5b", alpha=0.85)
         ax.axvline(0.0, color="#333", lw=0.8)
-        ax.set_yscale("symlog", linthresh=10)
+        top = max([0.0, *n1, *n2])
+        if top <= 10:
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts: whole numbers only
+        else:
+            # linear up to 10 cases, logarithmic above; ticks at 0, 10, 100, ... cases
+            ax.set_yscale("symlog", linthresh=10)
+            ax.yaxis.set_major_locator(FixedLocator([0] + [10**k for k in range(1, math.ceil(math.log10(top)) + 1)]))
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0f}"))
+            ax.yaxis.set_minor_locator(NullLocator())
         ax.set_xlabel("change of the speedup, B vs A (%)")
         ax.set_ylabel("cases")
         ax.spines[["top", "right"]].set_visible(False)
@@ -255,7 +270,7 @@ def _status_section(s: Summary) -> str:
         '<section id="status"><h2>Counts by status</h2>'
         f"<h3>Ops ({sum(oc.values())})</h3>{_cards(oc, _OP_KIND)}"
         f"<h3>Cases: (op, dtype, shape) rows ({sum(rc.values())})</h3>{_cards(rc, _ROW_KIND)}"
-        + (f'<p class="note">{trunc} op(s) left a truncated log (killed or timed out): their rows may be incomplete.</p>' if trunc else "")
+        + (f'<p class="note">{trunc} op(s) left a truncated log (killed, timed out or crashed): their rows may be incomplete.</p>' if trunc else "")
         + cards_g
         + "</section>"
     )
@@ -334,12 +349,12 @@ def _noise_txt(t: Any, l: Any, repeats: Any = None, spread: Any = None) -> str:
 def _slowest_section(s: Summary) -> str:
     si, vi = COL["status"], COL["speedup"]
     rows = [r for r in s.rows if r[si] == "ok" and r[vi] is not None]
-    rows.sort(key=lambda r: (r[vi], r[0], r[1], r[2], r[3]))
+    rows.sort(key=lambda r: (r[vi], r[0], r[1], r[2], r[3], r[4]))
     out = []
     for r in rows[:SLOWEST]:
         timer = r[COL["torch_timer"]] if r[COL["torch_timer"]] == r[COL["lib_timer"]] else f"{r[COL['torch_timer']] or '-'}|{r[COL['lib_timer']] or '-'}"
         out.append(
-            f"<tr><td>{e(r[COL['op']])}</td><td>{e(r[COL['test']])}</td><td>{e(r[COL['dtype']])}</td>"
+            f"<tr><td>{e(r[COL['op']])}</td><td>{e(_test_cell(r[COL['test']], r[COL['variant']]))}</td><td>{e(r[COL['dtype']])}</td>"
             f"<td class=\"shape\">{e(r[COL['shape']])}</td><td class=\"num\">{_ms(r[COL['torch_ms']])}</td>"
             f"<td class=\"num\">{_ms(r[COL['lib_ms']])}</td><td class=\"num {_sp_class(r[vi])}\">{_f(r[vi])}</td>"
             f"<td>{e(timer)}</td><td class=\"num\">{e(_noise_txt(r[COL['torch_rsd']], r[COL['lib_rsd']], r[COL['repeats']], r[COL['speedup_spread']]))}</td></tr>"
@@ -449,7 +464,7 @@ def _compare_section(c: Comparison) -> str:
             body.append(
                 f"<tr><td class=\"num {_chg_class(r.change)}\">{'–' if r.change is None else f'{100 * r.change:+.1f}%'}</td>"
                 f"<td class=\"num\">{'–' if r.band is None else f'±{100 * r.band:.1f}%'}</td>"
-                f"<td>{e(r.op)}</td><td>{e(r.test)}</td><td>{e(r.dtype)}</td><td class=\"shape\">{e(r.shape)}</td>"
+                f"<td>{e(r.op)}</td><td>{e(_test_cell(r.test, r.variant))}</td><td>{e(r.dtype)}</td><td class=\"shape\">{e(r.shape)}</td>"
                 f'<td class="num">{_f(r.a_speedup)}</td><td class="num">{_f(r.b_speedup)}</td>'
                 f"<td>{e(r.verdict.value)}</td></tr>"
             )

@@ -29,6 +29,7 @@ from typing import Any, Iterable
 from ..errors import UsageError
 from ._io import csv_text, read_json, write_atomic
 from ..repeats import REPEAT_DIR
+from ..tables import table, to_text
 from .parse import CaseRow, ParsedLog, merge_rows, parse_record_json, parse_record_log, parse_run_log
 
 __all__ = [
@@ -41,16 +42,18 @@ __all__ = [
     "write_summary",
     "load_summary",
     "ensure_summary",
+    "load_or_build",
     "format_summary",
     "geomean",
     "resolve_run",
 ]
 
-SUMMARY_VERSION = 1
+# 2: ``test`` holds the test function, ``variant`` what version 1 held in ``test``
+SUMMARY_VERSION = 2
 SUMMARY_KIND = "opscreen.summary"
 
 COLUMNS = [
-    "op", "test", "dtype", "shape", "status",
+    "op", "test", "variant", "dtype", "shape", "status",
     "torch_ms", "lib_ms", "speedup", "tflops", "torch_gbps", "lib_gbps",
     "torch_timer", "lib_timer", "torch_samples", "lib_samples", "torch_rsd", "lib_rsd",
     "op_status", "backend", "device", "device_name", "truncated", "source",
@@ -383,11 +386,11 @@ def _summarize_op(
                 logs.append(math.log(speedup))
         else:
             st = RowStatus.NO_DATA.value
-        test = r.op if r.op != op else ""
+        variant = r.op if r.op != op else ""
         if r.occurrence > 1:
-            test = f"{test}#{r.occurrence}"
+            variant = f"{variant}#{r.occurrence}"
         out.append([
-            op, test, r.dtype, r.shape, st,
+            op, test_name(r.test_case), variant, r.dtype, r.shape, st,
             _clean(r.torch_ms), _clean(r.lib_ms), _clean(speedup), _clean(r.tflops), _clean(r.torch_gbps), _clean(r.lib_gbps),
             r.torch_timer, r.lib_timer, r.torch_samples, r.lib_samples, _clean(r.torch_rsd), _clean(r.lib_rsd),
             status, backend, device, device_name, truncated, r.source,
@@ -397,6 +400,12 @@ def _summarize_op(
     info.ok_rows = ok
     info.geomean = _exp_mean(logs)
     return info, out
+
+
+def test_name(node: str | None) -> str:
+    """``benchmark/test_abs.py::test_abs`` -> ``test_abs`` (with pytest's parameter id,
+    if any); "" when the logs do not say which test measured the row."""
+    return node.rsplit("::", 1)[-1] if node else ""
 
 
 def build_summary(path: str | Path) -> Summary:
@@ -454,16 +463,21 @@ def load_summary(path: str | Path) -> Summary:
         raise UsageError(f"{p} is not valid JSON ({exc}): re-run 'opscreen summary {p.parent}'") from None
     if not isinstance(obj, dict) or obj.get("kind") != SUMMARY_KIND:
         raise UsageError(f"{p} is not an opscreen summary")
-    if obj.get("version") != SUMMARY_VERSION:
+    if obj.get("version") not in (1, SUMMARY_VERSION):
         raise UsageError(
-            f"{p} has summary version {obj.get('version')!r}, this opscreen reads version {SUMMARY_VERSION}: "
+            f"{p} has summary version {obj.get('version')!r}, this opscreen reads versions 1 to {SUMMARY_VERSION}: "
             f"re-run 'opscreen summary {p.parent}'"
         )
-    cols = obj.get("columns") or COLUMNS
+    cols = list(obj.get("columns") or COLUMNS)
     rows = obj.get("rows") or []
+    if obj["version"] == 1 and "variant" not in cols and "test" in cols:
+        cols[cols.index("test")] = "variant"  # version 1's test was the variant; it named no test
     if cols != COLUMNS:
         idx = [cols.index(c) if c in cols else None for c in COLUMNS]
         rows = [[(r[i] if i is not None else None) for i in idx] for r in rows]
+    if obj["version"] == 1:
+        for r in rows:
+            r[COL["test"]] = ""
     known = set(OpSummary.__dataclass_fields__)
     ops = [OpSummary(**{k: v for k, v in o.items() if k in known}) for o in obj.get("ops") or []]
     return Summary(
@@ -473,20 +487,27 @@ def load_summary(path: str | Path) -> Summary:
         caliber=obj.get("caliber") or {},
         ops=ops,
         rows=rows,
-        version=obj["version"],
         path=p.parent,
     )
 
 
-def ensure_summary(path: str | Path, *, rebuild: bool = False) -> Summary:
-    """Load ``summary.json`` from a run/op dir (or a summary.json path); build and write it when missing."""
+def load_or_build(path: str | Path, *, rebuild: bool = False) -> tuple[Summary, bool]:
+    """Load ``summary.json`` from a run/op dir (or a summary.json path), else build the
+    summary; writes nothing. Returns ``(summary, built)``: ``built`` says it is not on
+    disk yet (:func:`write_summary` it once the caller has decided to go on)."""
     p = Path(path)
     if p.is_file() and p.suffix == ".json":
-        return load_summary(p)
+        return load_summary(p), False
     if not rebuild and (p / "summary.json").is_file():
-        return load_summary(p)
-    s = build_summary(p)
-    write_summary(s)
+        return load_summary(p), False
+    return build_summary(p), True
+
+
+def ensure_summary(path: str | Path, *, rebuild: bool = False) -> Summary:
+    """Load ``summary.json`` from a run/op dir (or a summary.json path); build and write it when missing."""
+    s, built = load_or_build(path, rebuild=rebuild)
+    if built:
+        write_summary(s)
     return s
 
 
@@ -515,9 +536,11 @@ def format_summary(s: Summary) -> str:
     )
     g = s.geomeans()
     lines.append("geometric-mean speedup (ok rows; >1: the library is faster than torch)")
+    t = table("dtype", "geomean>", "rows>")
     for d, v in g["by_dtype"].items():
-        lines.append(f"  {d or '?':<12} {_fmt(v['geomean'])}  ({v['rows']} rows)")
-    lines.append(f"  {'overall':<12} {_fmt(g['overall'])}  ({g['rows']} rows)")
+        t.row(d or "?", _fmt(v["geomean"]), v["rows"])
+    t.row("overall", _fmt(g["overall"]), g["rows"])
+    lines.append(t)
     sp = s.spread_stats()
     if sp:
         lines.append(
@@ -525,11 +548,13 @@ def format_summary(s: Summary) -> str:
             f"{_pct(sp['median'])}, p90 {_pct(sp['p90'])}, max {_pct(sp['max'])}; "
             f"{sp['over']} over {_pct(sp['over_limit'], 0)} (a rerun may differ by as much)"
         )
+        worst = table("spread>", "op", "dtype", "shape", "processes>")
         for w in sp["worst"]:
             if w["speedup_spread"] > sp["over_limit"]:
-                lines.append(f"  {_pct(w['speedup_spread']):>7}  {w['op']:<20} {w['dtype'] or '?':<9} "
-                             f"{w['shape']}  ({w['repeats']} processes)")
-    return "\n".join(lines)
+                worst.row(_pct(w["speedup_spread"]), w["op"], w["dtype"] or "?", w["shape"], w["repeats"])
+        if len(worst):
+            lines.append(worst)
+    return to_text(lines)
 
 
 def _pct(v: float | None, nd: int = 1) -> str:

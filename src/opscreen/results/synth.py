@@ -207,7 +207,8 @@ def make_run(
                 log.append(line)
             log.append("")
             records.append("[INFO] " + json.dumps({"op_name": name, "dtype": f"torch.{dtype}", "mode": "kernel",
-                                                   "level": cal["level"], "result": rec_rows}))  # fmt: skip
+                                                   "level": cal["level"], "result": rec_rows,
+                                                   "test_case": f"benchmark/test_{name}.py::test_{name}"}))  # fmt: skip
         error = None
         child_rc = 0
         exit_code = 0

@@ -1,0 +1,191 @@
+"""Bad input is one line on stderr, exit 2, and nothing written (issue 14, items 6, 7, 12).
+
+Every case runs the real CLI in a subprocess, in an empty working directory, so
+that "nothing written" covers the defaults too (runs/run-<time>, runs/op/<op>).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import SRC, run_cli
+
+FAULTS = Path(__file__).resolve().parent / "fixtures" / "suites" / "faults"
+STUB_TORCH = FAULTS / "stub_torch"
+CORES = os.cpu_count() or 1
+
+
+def refused(res, *needles: str) -> str:
+    """Exit 2 with exactly one line on stderr that holds every needle; that line."""
+    assert res.returncode == 2, res.stdout[-2000:] + res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+    assert "Traceback" not in res.stderr
+    return lines[0]
+
+
+def nothing_in(folder: Path) -> None:
+    assert list(folder.iterdir()) == [], list(folder.iterdir())
+
+
+@pytest.fixture
+def empty(tmp_path) -> Path:
+    d = tmp_path / "cwd"
+    d.mkdir()
+    return d
+
+
+def run_in(empty: Path, *args, env=None, timeout=240):
+    return run_cli(*args, env=env, cwd=empty, timeout=timeout)
+
+
+# -- item 6: tracebacks become one line --------------------------------------------------------
+
+
+def test_very_long_op_names(empty):
+    res = run_in(empty, "run", "--backend", "cpu", "--ops", "a" * 5000, "--plain")
+    assert res.returncode == 2, res.stderr
+    assert "5000 characters" in res.stderr and "Traceback" not in res.stderr
+    assert len(res.stderr) < 600  # the name is not echoed in full
+    nothing_in(empty)
+    refused(run_in(empty, "op", "a" * 300, "--backend", "cpu"), "300 characters", "at most 128")
+    nothing_in(empty)
+
+
+def test_very_long_paths(empty):
+    long = "/tmp/" + "b" * 300
+    for flag in ("--suite", "--out", "--shape-mode", "--ops-file", "--replay-from", "--python"):
+        args = ["run", "--backend", "cpu", flag, long, "--plain"]
+        if flag != "--ops-file":
+            args += ["--ops", "abs"]
+        refused(run_in(empty, *args), flag, "File name too long")
+    for flag in ("--suite", "--out", "--shape-mode", "--python"):
+        refused(run_in(empty, "op", "abs", "--backend", "cpu", flag, long), flag, "File name too long")
+    nothing_in(empty)
+
+
+def test_ops_file_that_is_not_utf8(empty, tmp_path):
+    f = tmp_path / "ops.txt"
+    f.write_bytes(b"\xff\xfe")
+    refused(run_in(empty, "run", "--backend", "cpu", "--ops-file", f, "--plain"), str(f), "not UTF-8 text (byte 0xff")
+    nothing_in(empty)
+
+
+def _readonly_mount_works(where: Path) -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o ro,size=64k none '{where}'"],
+                           capture_output=True, timeout=30)
+    return probe.returncode == 0
+
+
+def test_out_on_a_read_only_file_system(empty, tmp_path):
+    """A real read-only mount (tmpfs mounted ro in a private mount namespace, so the
+    host sees nothing): the run dir inside it, or the mount point itself."""
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    if not _readonly_mount_works(ro):
+        pytest.skip("no private mount namespace here (unshare -rm) to mount a read-only file system")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(SRC)
+    for k in ("OP", "SHAPE_MODE", "DTYPES", "FLAGGEMS_ROOT", "ZL_BACKEND", "REPLAY_FROM"):
+        env.pop(k, None)
+    py = sys.executable
+    script = (
+        f"mount -t tmpfs -o ro,size=64k none '{ro}' || exit 99\n"
+        f"'{py}' -m opscreen run --backend cpu --ops abs --plain --out '{ro}/run'; echo \"rc=$?\" >&2\n"
+        f"'{py}' -m opscreen run --backend cpu --ops abs --plain --out '{ro}'; echo \"rc=$?\" >&2\n"
+        f"cd '{ro}' && '{py}' -m opscreen op abs --backend cpu; echo \"rc=$?\" >&2\n"
+    )
+    res = subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, env=env,
+                         cwd=empty, timeout=240)
+    lines = res.stderr.strip().splitlines()
+    assert lines == [lines[0], "rc=2", lines[2], "rc=2", lines[4], "rc=2"], res.stderr
+    for line in (lines[0], lines[2], lines[4]):
+        assert "Read-only file system" in line and "choose another --out" in line, line
+    nothing_in(empty)
+    nothing_in(ro)  # the host's view: the mount was private
+
+
+# -- item 7: silent fallbacks become errors ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--suite", ""], "--suite ''"),
+        (["--out", ""], "--out ''"),
+        (["--devices", ""], "--devices ''"),
+        (["--python", ""], "--python ''"),
+        (["--dtypes", ""], "--dtypes ''"),
+        (["--shard", ""], "--shard ''"),
+        (["--devices", "99"], "cpu slots are 0.."),
+        (["--devices", f"0-{CORES + 3}"], f"({CORES} cores)"),
+        (["--devices", "0-99999999999"], "beyond"),
+    ],
+    ids=["suite", "out", "devices", "python", "dtypes", "shard", "dev99", "beyond-cores", "huge-range"],
+)
+def test_run_refuses_empty_and_impossible_values(empty, args, needle):
+    refused(run_in(empty, "run", "--backend", "cpu", "--ops", "abs", "--plain", *args), needle)
+    nothing_in(empty)
+
+
+def test_ops_with_a_line_break(empty):
+    refused(run_in(empty, "run", "--backend", "cpu", "--ops", "abs\nadd", "--plain"), "line break", "--ops-file")
+    nothing_in(empty)
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--suite", ""], "--suite ''"),
+        (["--out", ""], "--out ''"),
+        (["--device", "99"], "cpu slots are 0.."),
+        (["--device", str(CORES)], f"({CORES} cores)"),
+    ],
+    ids=["suite", "out", "dev99", "dev-cores"],
+)
+def test_op_refuses_empty_and_impossible_values(empty, args, needle):
+    refused(run_in(empty, "op", "abs", "--backend", "cpu", *args), needle)
+    nothing_in(empty)
+
+
+# -- item 12: op on a device that is not there ------------------------------------------------
+
+
+def test_op_on_a_missing_gpu_is_refused_and_keeps_the_earlier_result(tmp_path):
+    """`opscreen op --backend cuda` where no GPU is found: exit 2 before anything is
+    written; the earlier passing result stays. Made GPU-less on any machine (and fast):
+    no vendor CLI on PATH, and the fault suite's stub torch, which has no torch.cuda."""
+    suite = tmp_path / "suite"
+    shutil.copytree(FAULTS, suite, ignore=shutil.ignore_patterns("__pycache__", "result_*.log"))
+    (tmp_path / "state").mkdir()
+    nopath = tmp_path / "empty-path"
+    nopath.mkdir()
+    env = {"PYTHONPATH": os.pathsep.join([str(SRC), str(STUB_TORCH)]), "FAULTS_STATE_DIR": str(tmp_path / "state")}
+    out = tmp_path / "op"
+    res = run_cli("op", "ok_a", "--suite", suite, "--backend", "cpu", "--out", out, env=env, cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    assert json.loads(before["result.json"])["status"] == "passed"
+
+    for extra in ([], ["--device", "0"], ["--device", "1"]):
+        res = run_cli("op", "ok_a", "--suite", suite, "--backend", "cuda", "--out", out, *extra,
+                      env={**env, "PATH": str(nopath)}, cwd=tmp_path, timeout=120)
+        refused(res, "--device", "backend cuda found no devices")
+        assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+
+    # `run` says the same for explicit --devices (it used to start every op on them)
+    res = run_cli("run", "--suite", suite, "--backend", "cuda", "--devices", "0", "--ops", "ok_a",
+                  "--out", tmp_path / "run", "--plain", env={**env, "PATH": str(nopath)}, cwd=tmp_path, timeout=120)
+    refused(res, "--devices 0", "backend cuda found no devices")
+    assert not (tmp_path / "run").exists()
