@@ -318,9 +318,9 @@ def test_shard_splits_ops_without_overlap(faults):
     assert seen[0] | seen[1] == set(ops.split(","))
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["SIGTERM", "SIGINT", "SIGHUP"])
 def test_signal_stops_cleanly_and_resumes(faults, signum):
-    """SIGTERM / Ctrl-C mid-run: children killed, exit 130, complete ops kept; a resume finishes."""
+    """SIGTERM / Ctrl-C / a closed terminal (SIGHUP) mid-run: children killed, exit 130, complete ops kept; a resume finishes."""
     out = faults.tmp / "run"
     ops = ",".join(f"ok_{c}" for c in "abcdef")
     env = {"FAULTS_OP_SLEEP": "30"}

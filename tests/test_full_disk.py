@@ -189,3 +189,18 @@ def test_a_journal_write_on_a_full_disk_stops_the_run(faults, tiny_fs, capsys):
     assert not (tiny_fs / "run" / "ops" / calls[0]).exists()
     ident = json.loads((tiny_fs / "run" / "run_identity.json").read_text())
     assert ident["state"] == "interrupted" and "result.json" in ident["error"]
+
+
+def test_op_on_a_full_disk_is_one_line(faults, tiny_fs, tmp_path):
+    """``opscreen op`` whose output fills the filesystem: one line naming the file and the
+    filesystem, exit 1, no traceback, the child killed."""
+    out = tiny_fs / "op"
+    env = dict(faults.env, FAULTS_CHATTY_KIB="4000")
+    args = [sys.executable, "-m", "opscreen", "op", "ok_a", "--backend", "cpu", "--suite", str(faults.suite),
+            "--out", str(out), "--timeout", "60", "--grace", "1"]
+    res = subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=200, stdin=subprocess.DEVNULL)
+    assert res.returncode == 1, res.stdout[-2000:] + res.stderr
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+    assert "No space left on device" in lines[0] and f"filesystem {tiny_fs} (tmpfs)" in lines[0], lines[0]
+    faults.assert_no_leftovers(wait=2)

@@ -15,6 +15,7 @@ import threading
 
 from . import __version__
 from .errors import OpscreenError, UsageError
+from .fsio import is_storage_error, write_error
 
 
 class _Parser(argparse.ArgumentParser):
@@ -102,6 +103,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write(f"opscreen {args.command}: interrupted\n")
         return 130
+    except OSError as exc:
+        if not is_storage_error(exc):
+            raise
+        # a full disk, a quota or a read-only filesystem under an output: one line, not a traceback
+        sys.stderr.write(f"opscreen {args.command}: {write_error(exc, '.')}\n")
+        return 1
     except BrokenPipeError:
         return 0
 

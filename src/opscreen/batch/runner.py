@@ -16,7 +16,7 @@ Lifecycle of :meth:`BatchRunner.run` (the run directory is locked by the caller)
    watch device health and take a device out after repeated fatal exits;
 5. when an op is done, write its ``result.json`` and then its ``.complete``
    marker, rewrite ``ops_status.csv``, update ``run_identity.json``;
-6. on SIGINT/SIGTERM set the stop event: running children are killed as groups,
+6. on SIGINT/SIGTERM/SIGHUP set the stop event: running children are killed as groups,
    their ops stay incomplete (resumable), the run ends with status 130;
 7. when the run dir cannot be written (a full disk, say: an OSError from the
    journal, or from an attempt's own files), stop the same way, remove the partial
@@ -365,8 +365,10 @@ class BatchRunner:
         if not self.handle_signals or threading.current_thread() is not threading.main_thread():
             return None
         old = {}
-        for sn in (signal.SIGINT, signal.SIGTERM):
+        for sn in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             old[sn] = signal.getsignal(sn)
+            if sn == signal.SIGHUP and old[sn] == signal.SIG_IGN:
+                continue  # started under nohup: a closed terminal must not stop the run
             signal.signal(sn, self._on_signal)
         return old
 

@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 from ..backends import resolve, select
-from ..errors import UsageError, check_given, check_path, check_writable_dir, read_input
+from ..fsio import is_storage_error, write_error
+from ..errors import OpscreenError, UsageError, check_given, check_path, check_writable_dir, read_input
 from ..measure import check_grace, check_timeout
 from ..plan import TIMERS
 from ..providers.flaggems import NodeSpec, Suite, parse_dtypes, safe_dir_name
@@ -199,6 +200,11 @@ def run(args) -> int:
 
     # SIGINT, SIGTERM and SIGHUP stop the op: its group killed, result.json "interrupted", exit 130
     with StopRequest() as stop:
-        outcome = run_op(req, out, stop=stop, echo=echo)
+        try:
+            outcome = run_op(req, out, stop=stop, echo=echo)
+        except OSError as exc:  # a full disk or quota under --out: the child was killed
+            if not is_storage_error(exc):
+                raise
+            raise OpscreenError(write_error(exc, out / "run.log")) from None
     echo(f"opscreen op: {req.op} {outcome.status}; results in {outcome.out_dir}\n")
     return outcome.exit_code
