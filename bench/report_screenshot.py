@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/report_screenshot.py [RUN_DIR] [--against OTHER_RUN] [--png FILE]
 
-Without RUN_DIR it synthesises two runs (opscreen.results.synth: a baseline A and a
+Without RUN_DIR it synthesises two runs (tests/synth.py: a baseline A and a
 candidate B with a few ops made slower/faster, one op timing out, a newer suite
 commit) and screenshots B's report against A. Needs Debian's `chromium`
 (apt-get install -y chromium); run as root it passes --no-sandbox.
@@ -20,11 +20,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tests"))  # synth.py: synthetic run dirs
 
 from opscreen.results.compare import check_caliber, compare_summaries  # noqa: E402
 from opscreen.results.report import write_report  # noqa: E402
 from opscreen.results.summary import ensure_summary  # noqa: E402
-from opscreen.results.synth import make_run  # noqa: E402
+from synth import make_run  # noqa: E402
 
 
 def _demo_runs(base: Path) -> tuple[Path, Path]:

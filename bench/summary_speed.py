@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/summary_speed.py [--ops 1000] [--keep DIR]
 
-The run dir follows docs/contracts.md (opscreen.results.synth): per op a run.log in
+The run dir follows docs/contracts.md (tests/synth.py): per op a run.log in
 opscreen's table format, a record.log with opscreen's extra fields, result.json,
 run_identity.json; ~3 dtypes x 5-12 shapes per op, a few failed / timed-out /
 device-fatal ops. Prints the time of building + writing summary.csv/summary.json
@@ -21,9 +21,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tests"))  # synth.py: synthetic run dirs
 
 from opscreen.results.summary import build_summary, write_summary  # noqa: E402
-from opscreen.results.synth import make_run  # noqa: E402
+from synth import make_run  # noqa: E402
 
 
 def main() -> int:

@@ -20,7 +20,7 @@ from opscreen.results.compare import (
     parse_allow,
 )
 from opscreen.results.summary import COLUMNS, OpSummary, Summary, build_summary
-from opscreen.results.synth import DEFAULT_CALIBER, make_run
+from synth import DEFAULT_CALIBER, make_run
 
 N_OPS = 8
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from opscreen.child import config, errors
+from opscreen.child import config
+from opscreen.child import fatal as errors
 
 FIXTURES = Path(__file__).parent / "fixtures" / "cuda_errors"
 EXPECTED = json.loads((FIXTURES / "expected.json").read_text())
@@ -112,7 +113,7 @@ def test_fatal_line_format():
 
 def test_fatal_exit_prints_one_line_and_exits_86():
     env = dict(os.environ, PYTHONPATH=str(SRC))
-    code = ("import sys; from opscreen.child import errors;"
+    code = ("import sys; from opscreen.child import fatal as errors;"
             "print('before', flush=True);"
             "errors.exit_if_fatal(RuntimeError(open(sys.argv[1]).read()));"
             "print('not reached')")

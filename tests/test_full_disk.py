@@ -23,7 +23,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_batch_faults import faults, status_rows  # noqa: E402,F401  (faults: the shared fixture)
 
-from opscreen.procs import OutputError, run_streaming  # noqa: E402
+from opscreen.op.process import OutputError, run_streaming  # noqa: E402
 
 SMALL = "320k"
 
@@ -151,9 +151,9 @@ def test_a_journal_write_on_a_full_disk_stops_the_run(faults, tiny_fs, capsys):
     from opscreen.batch.executor import LocalExecutor
     from opscreen.batch.journal import Journal
     from opscreen.batch.progress import PlainProgress
-    from opscreen.batch.runner import BatchConfig, BatchRunner
+    from opscreen.batch.session import BatchConfig, BatchRunner
     from opscreen.providers.flaggems import Suite
-    from opscreen.runner import OpOutcome
+    from opscreen.op.run import OpOutcome
 
     suite = Suite.locate(str(faults.suite))
     ops = ["ok_a", "ok_b"]

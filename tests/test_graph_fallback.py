@@ -9,7 +9,8 @@ import contextlib
 import pytest
 
 from opscreen.child import graph as G
-from opscreen.child import timed, timing
+from opscreen.child import timing
+from opscreen.child import timed_value as timed
 from opscreen.child.timing import Result, SampleStats, Settings
 
 CAPTURE_UNSUPPORTED = (

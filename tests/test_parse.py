@@ -16,7 +16,7 @@ from opscreen.results.parse import (
     parse_run_log,
     parse_run_log_text,
 )
-from opscreen.results.shapes import key_of, parse_repr, shape_key
+from opscreen.results.shape_keys import key_of, parse_repr, shape_key
 
 FIX = Path(__file__).parent / "fixtures" / "flaggems-h200"
 SURVEY = FIX / "cudagraph-survey"

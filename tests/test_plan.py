@@ -4,7 +4,7 @@ import pytest
 
 from opscreen.backends import resolve, select
 from opscreen.errors import UsageError
-from opscreen.plan import CUDA_GUARD, DEVICE, GRAPH, IDENTITY, REPORT, TIMING, planned_timer, plugin_plan, pytest_args
+from opscreen.op.plan import CUDA_GUARD, DEVICE, GRAPH, IDENTITY, REPORT, TIMING, planned_timer, plugin_plan, pytest_args
 
 
 def modules(name, timer="auto", caps=None):

@@ -1,4 +1,4 @@
-"""The preflight (opscreen.preflight): bad child arguments and a bad interpreter are one
+"""The preflight (opscreen.op.preflight): bad child arguments and a bad interpreter are one
 line and exit 2 before anything is written; a collection that fails for other reasons
 (the library does not import: no device) does not block the run.
 
@@ -227,7 +227,7 @@ def test_signal_during_the_collection_kills_it(faults, signum):
 
 
 def test_usage_problem_tells_usage_from_environment():
-    from opscreen.preflight import usage_problem
+    from opscreen.op.preflight import usage_problem
 
     argparse_lines = [
         "ERROR: usage: python -m pytest [options] [file_or_dir] [file_or_dir] [...]",

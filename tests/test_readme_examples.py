@@ -4,7 +4,7 @@ Each example line runs in ``bash`` in a fresh temporary folder (so whatever it w
 ``runs/...`` included, lands there and never in the checkout), with ``opscreen`` on
 ``PATH`` standing for ``python -m opscreen`` of this worktree's ``src``. The inputs an
 example names are provided there: ``runs/base`` and ``runs/new`` are synthetic run
-dirs of one caliber (``opscreen.results.synth``), ``bench/`` is the repository's.
+dirs of one caliber (``tests/synth.py``), ``bench/`` is the repository's.
 
 An example is expected to exit 0 unless its comment documents another status
 (``# ... exit 1``). Examples that need more than this machine has are skipped by
@@ -102,7 +102,7 @@ def test_examples_are_found_and_most_run():
 @pytest.fixture
 def workdir(tmp_path):
     """A folder holding what the examples read, and a `opscreen` command."""
-    from opscreen.results.synth import make_run
+    from synth import make_run
 
     work = tmp_path / "work"
     work.mkdir()

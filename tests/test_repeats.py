@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from opscreen.errors import UsageError
-from opscreen.repeats import merge_metrics, merge_record_texts, validate_repeats
+from opscreen.op.repeats import merge_metrics, merge_record_texts, validate_repeats
 from opscreen.results.compare import Verdict, compare_summaries
 from opscreen.results.parse import parse_record_log, parse_record_log_text
 from opscreen.results.summary import COLUMNS, Summary, build_summary, format_summary
@@ -387,8 +387,8 @@ def test_a_stop_between_repeats_leaves_the_op_interrupted(tmp_path):
     the op is 'interrupted' (a resume runs it again), not 'passed' on one process."""
     import threading
 
-    from opscreen.repeats import run_repeated
-    from opscreen.runner import OpOutcome
+    from opscreen.op.repeats import run_repeated
+    from opscreen.op.run import OpOutcome
 
     stop = threading.Event()
     ran = []

@@ -11,7 +11,7 @@ from urllib.parse import unquote
 import pytest
 
 from opscreen.cli import main
-from opscreen.results.synth import make_run
+from synth import make_run
 
 EVIL = "<script>alert('x')</script> & \"quoted\""
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from opscreen.assets import shapes as S
+from opscreen.assets import shape_files as S
 from opscreen.commands import shapes as shapes_cmd
 from opscreen.errors import UsageError
 

@@ -12,7 +12,7 @@ import pytest
 from opscreen.cli import main
 from opscreen.errors import UsageError
 from opscreen.results.summary import COLUMNS, SUMMARY_VERSION, build_summary, load_summary, write_summary
-from opscreen.results.synth import make_run
+from synth import make_run
 
 FIX = Path(__file__).parent / "fixtures" / "flaggems-h200"
 

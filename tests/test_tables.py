@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from opscreen.cli import main
-from opscreen.results.synth import make_run
+from synth import make_run
 
 ROOT = Path(__file__).resolve().parent.parent
 ESC = re.compile(r"\x1b\[[0-9;]*m")

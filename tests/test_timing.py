@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from opscreen.child import config, timed, timing
-from opscreen.child.timed import TimedFloat
+from opscreen.child import config, timing
+from opscreen.child import timed_value as timed
+from opscreen.child.timed_value import TimedFloat
 from opscreen.child.timing import Result, SampleStats, Settings
 
 SRC = Path(__file__).resolve().parent.parent / "src"
@@ -371,7 +372,7 @@ def test_fatal_error_in_a_timed_call_exits(monkeypatch):
 def test_fallbacks_are_counted_in_the_summary(monkeypatch):
     class FallbackProvider:
         def measure(self, call, settings, direct):
-            import opscreen.child.errors as errors
+            import opscreen.child.fatal as errors
 
             err = RuntimeError("CUDA error: operation not permitted when stream is capturing")
             return direct().as_fallback("capture", errors.classify(err), err)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from opscreen.runner import where_stuck
+from opscreen.op.run import where_stuck
 
 DUMP = """\
 benchmark/test_mm.py Thread 0x00007f0000000001 (most recent call first):

@@ -2,7 +2,7 @@
 
 The batch runner decides *what* runs next (scheduling, retries, dtype fallback,
 journal); an :class:`Executor` only runs one unit of work — one call of
-:func:`opscreen.runner.run_op`, i.e. one child process — on a lane (a device)
+:func:`opscreen.op.run.run_op`, i.e. one child process — on a lane (a device)
 and hands the outcome back. A later Ray executor can run the same per-op work
 on other machines by implementing the same four calls, without touching the
 scheduler, the retry policy or the journal.
@@ -48,7 +48,7 @@ class Job:
     key: int
     op: str
     lane: int
-    request: Any  # opscreen.runner.OpRequest (anything the work function takes)
+    request: Any  # opscreen.op.run.OpRequest (anything the work function takes)
     out_dir: Path
     meta: dict = field(default_factory=dict)
     submitted_at: float = 0.0
@@ -59,7 +59,7 @@ class Done:
     """A job that came back: the work function's outcome, or the error it raised."""
 
     job: Job
-    outcome: Any = None  # opscreen.runner.OpOutcome
+    outcome: Any = None  # opscreen.op.run.OpOutcome
     error: str | None = None  # "Type: message" when the work function raised
     wall_s: float = 0.0
     exc: BaseException | None = None  # what it raised (an OSError: the run dir cannot be written)
@@ -81,7 +81,7 @@ WorkFn = Callable[..., Any]
 
 
 def default_work(request, out_dir: Path, *, stop: threading.Event | None = None, echo=None):
-    from ..runner import run_op
+    from ..op.run import run_op
 
     return run_op(request, out_dir, stop=stop, echo=echo)
 

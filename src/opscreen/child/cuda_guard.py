@@ -3,7 +3,7 @@
 After a device-fatal error (illegal address, device-side assert, launch
 failure) every later CUDA call in the process fails the same way, so the rest
 of the op's tests would only produce noise. This plugin classifies each failed
-test's exception (``opscreen.child.errors``, precise markers) and synchronizes
+test's exception (``opscreen.child.fatal``, precise markers) and synchronizes
 the device after each test; a fatal verdict prints one ``OPSCREEN-FATAL:`` line
 and exits with status 86, so the batch runner restarts the op in a fresh process.
 The plan loads it on CUDA only (``capabilities.cuda_workarounds``).
@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from . import errors
+from . import fatal as errors
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -3,7 +3,7 @@
 Loaded with ``-p opscreen.child.graph`` (before ``-p opscreen.child.timing``)
 only where the plugin plan chose the graph timer; a run without graph capture
 never imports this module. At import it registers :data:`PROVIDER` with
-``opscreen.child.timed``; the timing plugin finds it there.
+``opscreen.child.timed_value``; the timing plugin finds it there.
 
 One measurement (:func:`measure_graph`), for each callable the suite times:
 
@@ -41,8 +41,8 @@ import time
 from typing import Any, Callable, Optional
 
 from . import config as _config
-from . import errors as _errors
-from . import timed as _timed
+from . import fatal as _errors
+from . import timed_value as _timed
 from .timing import Result, Settings, adaptive_sample, calls_per_sample, warm_up
 
 DEFAULT_GRAPH_API = "torch.cuda.CUDAGraph"

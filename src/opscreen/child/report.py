@@ -31,7 +31,7 @@ import sys
 import pytest
 
 from . import config as _config
-from .timed import TAG_NAMES, tags_of
+from .timed_value import TAG_NAMES, tags_of
 
 RECORD_LOGGER = "flag_gems_benchmark"
 _PATCHED: set = set()

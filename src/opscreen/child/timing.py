@@ -23,7 +23,7 @@ Graph and wallclock sample adaptively: after ``min_samples`` they stop as soon
 as the relative standard deviation of the samples is at most ``target_rsd``,
 or at ``max_samples``, or when ``max_time_s`` is spent (in the spirit of
 nvbench's ``stdrel`` criterion). Each call returns a
-:class:`~opscreen.child.timed.TimedFloat`.
+:class:`~opscreen.child.timed_value.TimedFloat`.
 
 Lifecycle: ``pytest_configure`` reads the config and patches what is already
 imported; ``pytest_collection_finish`` and every ``pytest_runtest_setup``
@@ -55,8 +55,8 @@ from typing import Any, Callable, Optional, Sequence
 import pytest
 
 from . import config as _config
-from . import errors as _errors
-from .timed import (
+from . import fatal as _errors
+from .timed_value import (
     FALLBACK_PREFIX,
     TIMER_DIRECT,
     TIMER_GRAPH,

@@ -16,11 +16,11 @@ from ..backends import resolve, select
 from ..fsio import is_storage_error, write_error
 from ..errors import OpscreenError, UsageError, check_given, check_path, check_writable_dir, read_input
 from ..measure import check_grace, check_timeout
-from ..plan import TIMERS
+from ..op.plan import TIMERS
 from ..providers.flaggems import NodeSpec, Suite, parse_dtypes, safe_dir_name
-from ..preflight import check_interpreter, collect
-from ..repeats import validate_repeats
-from ..runner import OpRequest, StopRequest, run_op, shape_source, validate_flag01
+from ..op.preflight import check_interpreter, collect
+from ..op.repeats import validate_repeats
+from ..op.run import OpRequest, StopRequest, run_op, shape_source, validate_flag01
 from ._common import add_backend_arguments, add_pytest_args
 from .run import choose_devices
 
@@ -98,7 +98,7 @@ def build_request(args) -> OpRequest:
     """The request ``args`` describe, after every check that can be made before the
     output directory is touched: the arguments, the suite's interpreter, the
     device (enumerated as ``opscreen run`` does), the output directory, and the
-    preflight collection (opscreen.preflight)."""
+    preflight collection (opscreen.op.preflight)."""
     check_arguments(args)
     replay_dir = args.replay_from or _env("REPLAY_FROM")
     rp = load_replay(replay_dir) if replay_dir else {}
@@ -180,7 +180,7 @@ def build_request(args) -> OpRequest:
 
 def run(args) -> int:
     req = build_request(args)
-    from ..plan import planned_timer
+    from ..op.plan import planned_timer
 
     planned_timer(req.backend, req.timer)  # usage errors before anything is written
     out = Path(args.out) if args.out else Path("runs") / "op" / safe_dir_name(req.op)

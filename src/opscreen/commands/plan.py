@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..plan import TIMERS, planned_timer, plugin_plan
+from ..op.plan import TIMERS, planned_timer, plugin_plan
 from ._common import add_backend_arguments, print_json, selection_from
 
 NAME = "plan"

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from ..errors import UsageError, check_given, check_path, check_writable_dir, os_error, read_input
 from ..measure import check_grace, check_timeout
-from ..plan import TIMERS, planned_timer
-from ..repeats import validate_repeats
+from ..op.plan import TIMERS, planned_timer
+from ..op.repeats import validate_repeats
 from ._common import add_backend_arguments, add_pytest_args
 
 NAME = "run"
@@ -362,7 +362,7 @@ def _refuse_other_timing(out: Path, recorded: dict, backend, planned: str) -> No
     timing knobs (``OPSCREEN_*``) and, when the ``planned`` timer is graph, the same
     timing method, else a usage error."""
     from ..child.config import TIMING_METHOD
-    from ..runner import planned_timing
+    from ..op.run import planned_timing
 
     clash = []
     had, now = recorded.get("timing") or {}, planned_timing(backend)
@@ -380,11 +380,11 @@ def run(args) -> int:
     from ..backends import select
     from ..batch.journal import Journal
     from ..batch.progress import make_progress
-    from ..batch.runner import CALIBER_SETTINGS, BatchConfig, BatchRunner
+    from ..batch.session import CALIBER_SETTINGS, BatchConfig, BatchRunner
     from ..batch.scheduler import parse_shard, shard_ops
-    from ..preflight import check_interpreter, collect
+    from ..op.preflight import check_interpreter, collect
     from ..providers.flaggems import Suite
-    from ..runner import shape_source, validate_flag01
+    from ..op.run import shape_source, validate_flag01
 
     check_arguments(args)
     explicit = _explicit(args)

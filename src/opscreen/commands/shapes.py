@@ -42,7 +42,7 @@ def _fmt_shapes(shapes, limit: int = 6) -> str:
 
 def run(args) -> int:
     from ..assets.inventory import default_suite_root, resolve_suite_root
-    from ..assets.shapes import CORE_SHAPES, check_shape_file, curated_shape_source, effective_shapes, load_shape_file, merge_shapes
+    from ..assets.shape_files import CORE_SHAPES, check_shape_file, curated_shape_source, effective_shapes, load_shape_file, merge_shapes
     from ..providers.markers import scan_suite
 
     root = resolve_suite_root(args.suite) if args.suite else default_suite_root()

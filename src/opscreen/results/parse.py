@@ -20,7 +20,7 @@ A row's key is ``(op, test, dtype, shape)``: ``op`` is the operator name the
 benchmark printed (``op_name``), ``test`` is ``""`` or ``"#n"`` for the n-th repeat
 of the same (op, dtype, shape) in one file (a shape listed twice, or a second test
 function with the same op name), ``dtype`` drops the ``torch.`` prefix, and
-``shape`` is the compact-JSON shape key of :mod:`opscreen.results.shapes`. The
+``shape`` is the compact-JSON shape key of :mod:`opscreen.results.shape_keys`. The
 same case in run.log and record.log gets the same key.
 
 Nothing here imports torch; parsing never raises on bad input.
@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
-from .shapes import ShapeSyntaxError, key_of, parse_value_at, shape_key, tokenize
+from .shape_keys import ShapeSyntaxError, key_of, parse_value_at, shape_key, tokenize
 
 __all__ = [
     "CaseRow",
@@ -64,7 +64,7 @@ _SESSION_END = re.compile(
     r"(?:, |\s))+.*\bin \d+(?:\.\d+)?s\b|no tests ran\b)"
 )
 _SECTION = re.compile(r"^_{3,} (?P<name>\S.*?) _{3,}\s*$")
-# run_op's last line: banner_end in opscreen.runner
+# run_op's last line: banner_end in opscreen.op.run
 _END_BANNER = re.compile(r"^\[opscreen\] result (?P<status>\w+) \(exit (?P<exit>-?\d+|None), child (?P<child>-?\d+|None)\)")
 _SHORT = re.compile(r"^(?P<kind>FAILED|ERROR) (?P<node>\S+::\S+)(?: - (?P<reason>.*))?$")
 _SPLIT_HEADER = re.compile(r"\s{2,}")

@@ -9,7 +9,7 @@ Lifecycle of :meth:`BatchRunner.run` (the run directory is locked by the caller)
    beside a missing or damaged ``result.json`` is dropped first (the op runs
    again, and the run says so);
 3. place the remaining ops on devices (:class:`~.scheduler.HashScheduler`) and
-   run them through the executor, one :func:`opscreen.runner.run_op` call (one
+   run them through the executor, one :func:`opscreen.op.run.run_op` call (one
    child process group) per attempt;
 4. after each attempt decide, in this (main) thread only: done, retry (same
    device, or another one after a device-fatal exit), or the next dtype level;
@@ -50,7 +50,7 @@ from .. import __version__
 from ..errors import OpscreenError
 from ..fsio import is_storage_error, write_error
 from ..measure import MeasureSettings
-from ..plan import planned_timer
+from ..op.plan import planned_timer
 from . import signature as sig
 from .executor import MARK_ENV, Done, Job, LocalExecutor, reap_leftovers
 from .journal import Journal, OpRecord, now_iso, read_json
@@ -196,7 +196,7 @@ class BatchRunner:
 
     # -- setup ---------------------------------------------------------------
     def _request(self, op: str, device: int, dtypes: list[str] | None):
-        from ..runner import OpRequest
+        from ..op.run import OpRequest
 
         c = self.cfg
         return OpRequest(
@@ -214,7 +214,7 @@ class BatchRunner:
         prev = self.journal.read_identity() or {}
         git = getattr(c.suite, "git", None) or {}
         from ..child.config import caliber as caliber_block
-        from ..runner import planned_timing
+        from ..op.run import planned_timing
 
         try:
             timing = planned_timing(c.backend)

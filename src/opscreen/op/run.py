@@ -25,16 +25,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from . import __version__
-from .backends import Backend, all_visible_keys
-from .child.config import EXIT_DEVICE_FATAL, FATAL_PREFIX, TIMING_DEFAULTS, TIMING_ENV, caliber, coerce_timing
-from .errors import UsageError
-from .fsio import atomic_write_json
-from .measure import MeasureSettings
+from .. import __version__
+from ..backends import Backend, all_visible_keys
+from ..child.config import EXIT_DEVICE_FATAL, FATAL_PREFIX, TIMING_DEFAULTS, TIMING_ENV, caliber, coerce_timing
+from ..errors import UsageError
+from ..fsio import atomic_write_json
+from ..measure import MeasureSettings
 from .plan import planned_timer, plugin_plan, pytest_args
-from .procs import OutputError, run_streaming
+from .process import OutputError, run_streaming
 from .repeats import REPEAT_DIR, run_repeated
-from .providers.flaggems import NodeSpec, Suite
+from ..providers.flaggems import NodeSpec, Suite
 
 OWNED_FILES = ("run.log", "record.log", "result.json", "run_identity.json", "child_config.json", "shapes.merged.yaml")
 SHAPE_MODES = ("upstream", "curated")
@@ -198,7 +198,7 @@ def _shape_path(suite_root: Path, mode: str, name: str) -> Path | None:
     """The shape file ``mode`` names (None for upstream); UsageError when there is none."""
     if mode == "upstream":
         return None
-    from .assets.shapes import curated_shape_source
+    from ..assets.shape_files import curated_shape_source
 
     if mode not in SHAPE_MODES and not Path(mode).expanduser().is_file():
         raise UsageError(f"{name} {mode!r}: use upstream, curated, or the path of a shape file")
@@ -215,7 +215,7 @@ def shape_source(suite_root: Path, mode: str, name: str = "--shape-mode") -> Pat
     src = _shape_path(suite_root, mode, name)
     if src is None:
         return None
-    from .assets.shapes import CORE_SHAPES, load_shape_file
+    from ..assets.shape_files import CORE_SHAPES, load_shape_file
 
     load_shape_file(src)
     core = Path(suite_root) / CORE_SHAPES
@@ -230,7 +230,7 @@ def shape_file_for(req: OpRequest, out_dir: Path) -> Path | None:
     src = _shape_path(req.suite.root, req.shape_mode, "--shape-mode")
     if src is None:
         return None
-    from .assets.shapes import write_merged_shape_file
+    from ..assets.shape_files import write_merged_shape_file
 
     return write_merged_shape_file(req.suite.root, src, out_dir / "shapes.merged.yaml")
 
@@ -270,7 +270,7 @@ def python_shim(out_dir: Path) -> Path:
     the harness's site-packages (another torch, say)."""
     shim = out_dir / ".pyshim"
     link = shim / "opscreen"
-    pkg = Path(__file__).resolve().parent
+    pkg = Path(__file__).resolve().parent.parent  # the opscreen package (this file is op/run.py)
     shim.mkdir(parents=True, exist_ok=True)
     if not (link.is_symlink() and Path(os.readlink(link)) == pkg):
         if link.is_symlink() or link.exists():

@@ -8,7 +8,7 @@ checked and before the run directory (or the op's output directory) is touched:
    without the suite's requirements), is a one-line usage error naming the
    interpreter and what to install, instead of every op ``crashed`` or failed.
 2. :func:`collect`: one ``pytest --collect-only`` of one op's node, run through
-   :func:`opscreen.runner.run_once` (so with the children's own argv,
+   :func:`opscreen.op.run.run_once` (so with the children's own argv,
    ``PYTEST_ADDOPTS``, environment, interpreter, suite root and device: the
    first lane's) in a temporary directory that is removed afterwards. Only
    ``--collect-only -q`` is added, before the node. The suite's own conftest
@@ -46,8 +46,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
-from .errors import UsageError, check_path
-from .procs import run_capture
+from ..errors import UsageError, check_path
+from .process import run_capture
 
 IMPORT_TIMEOUT = 60.0  # s: starting the interpreter and importing pytest
 COLLECT_TIMEOUT = 180.0  # s: one collection, the suite's library import included
@@ -136,10 +136,10 @@ def usage_problem(
 
 def collect(req, *, say: Callable[[str], None]) -> None:
     """One ``pytest --collect-only`` of ``req``'s node, as its child would run it
-    (``req`` is an :class:`opscreen.runner.OpRequest`); a :class:`UsageError`
+    (``req`` is an :class:`opscreen.op.run.OpRequest`); a :class:`UsageError`
     when pytest refuses the arguments, one line to ``say`` when the collection
     fails for another reason, nothing when it collects."""
-    from .runner import run_once
+    from .run import run_once
 
     probe = replace(
         req,

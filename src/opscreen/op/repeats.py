@@ -43,9 +43,9 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from .child.timed import FALLBACK_PREFIX
-from .errors import UsageError
-from .results.parse import _fin, _int, key_of, record_entries
+from ..child.timed_value import FALLBACK_PREFIX
+from ..errors import UsageError
+from ..results.parse import _fin, _int, key_of, record_entries
 
 REPEAT_DIR = "repeats"
 MAX_REPEATS = 100
@@ -196,7 +196,7 @@ def run_repeated(req, out_dir: Path, run_once: Callable[..., Any], *, stop: thre
                  echo: Callable[[str], None] | None = None):
     """Run ``req`` ``req.repeats`` times with ``run_once(req, dir, stop=, echo=)`` and
     write the merged op files into ``out_dir``; returns the op's outcome."""
-    from .runner import clear_owned, utcnow
+    from .run import clear_owned, utcnow
 
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -218,8 +218,8 @@ def run_repeated(req, out_dir: Path, run_once: Callable[..., Any], *, stop: thre
 
 def _series(req, out_dir: Path, n: int, run_once, say, stop, echo):
     """Run the repeats, merge their record logs, and say how it went; (outcome, block)."""
-    from .fsio import atomic_write_text
-    from .runner import EXIT_INTERRUPTED, OpOutcome
+    from ..fsio import atomic_write_text
+    from .run import EXIT_INTERRUPTED, OpOutcome
 
     outcomes = []
     for k in range(1, n + 1):
@@ -271,8 +271,8 @@ def _series(req, out_dir: Path, n: int, run_once, say, stop, echo):
 
 def _write_op_files(req, out_dir: Path, outcome, block: dict) -> None:
     """The op's identity (repeat 1's, with the repeats block), child config and result."""
-    from .fsio import atomic_write_text
-    from .runner import write_json_atomic
+    from ..fsio import atomic_write_text
+    from .run import write_json_atomic
 
     ident = None
     if block["ran"]:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .backends import Backend
-from .errors import UsageError
+from ..backends import Backend
+from ..errors import UsageError
 
 TIMERS = ("auto", "graph", "direct", "wallclock")
 
