@@ -18,13 +18,14 @@
 #   bash bench/device/h200_checks.sh mm-repeats  # every GPU: test_mm warmed, then its A/A at --repeats 3
 #   bash bench/device/h200_checks.sh processes   # many processes per op (mm, sum, layer_norm, softmax) for bench/estimators.py
 #   bash bench/device/h200_checks.sh rest        # test_mm with samples back to back vs OPSCREEN_REST_RATIO=1, clocks logged
+#   bash bench/device/h200_checks.sh sample      # SEED/N_OPS random inventory ops, defaults, every GPU; resumes .fg/run
 #
 # The FlagGems copy is an archive of ed2508b (not a checkout): OPSCREEN_SUITE_COMMIT declares it.
 #
 # Everything lands in $OUT (the device tool brings back at most 8 files, so each step
 # leaves one tarball and prints its figures last). Budget each step under 9 minutes.
 set -u
-step="${1:?usage: h200_checks.sh inventory|mm|fallback|aa|screen|lanes|mm-split|l2|repeats|placement|repeats3|run-aa|mm-repeats|processes|rest}"
+step="${1:?usage: h200_checks.sh inventory|mm|fallback|aa|screen|lanes|mm-split|l2|repeats|placement|repeats3|run-aa|mm-repeats|processes|rest|sample}"
 cd "$(dirname "$0")/../.."
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH="/tmp/site:$PWD/src" FLAGGEMS_ROOT="$PWD/.fg/FlagGems" PYTHONUNBUFFERED=1
@@ -294,6 +295,23 @@ for d in sorted(w.glob("r*-rest*-*")):
             print(f"{d.name:<12} {r.dtype:<9} {r.shape:<28} torch {r.torch_ms * 1e3:8.1f} us rsd {100 * (r.torch_rsd or 0):5.2f}% "
                   f"n {r.torch_samples} | lib {r.lib_ms * 1e3:8.1f} us rsd {100 * (r.lib_rsd or 0):5.2f}% n {r.lib_samples}")
 PY
+    ;;
+  sample)
+    # A random sample of the inventory (seed SEED, N ops) screened with the defaults on every GPU;
+    # a run dir carried back in as .fg/run is resumed (a screen longer than one call).
+    seed="${SEED:-20261130}"; n_ops="${N_OPS:-24}"
+    [ -d .fg/run ] && cp -r .fg/run "$W/run"
+    python3 - "$seed" "$n_ops" > "$W/sample.txt" <<'PY'
+import random, sys, yaml
+inv = yaml.safe_load(open("ops/flaggems-inventory.yaml"))
+ops = sorted(inv["ops"])  # op name -> where it lives
+print("\n".join(random.Random(int(sys.argv[1])).sample(ops, int(sys.argv[2]))))
+PY
+    echo "seed $seed: $(tr '\n' ' ' < "$W/sample.txt")"
+    timeout -s INT "$(left)" python3 -m opscreen run --backend cuda --devices all --ops-file "$W/sample.txt" \
+        --timeout 300 --out "$W/run" --plain > "$W/run.console" 2>&1
+    echo "run rc=$?"; tail -4 "$W/run.console"
+    python3 -m opscreen summary "$W/run" | tail -25; python3 -m opscreen report "$W/run"
     ;;
   *) echo "unknown step $step" >&2; exit 2 ;;
 esac
