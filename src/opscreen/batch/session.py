@@ -56,7 +56,7 @@ from .executor import MARK_ENV, Done, Job, LocalExecutor, reap_leftovers
 from .journal import Journal, OpRecord, now_iso, read_json
 from .progress import PlainProgress, fmt_secs
 from .retry import FINAL_OK, Attempt, DeviceHealth, RetryPolicy, level2_candidates
-from .scheduler import HashScheduler
+from .scheduling import Scheduler, make_scheduler
 
 EXIT_OK, EXIT_FAILURES, EXIT_UNRUN, EXIT_INTERRUPTED = 0, 1, 3, 130
 
@@ -192,7 +192,7 @@ class BatchRunner:
         self.io_message: str | None = None  # said when it happened (the free space then)
         self._keys = 0
         self.identity: dict = {}
-        self.sched: HashScheduler | None = None
+        self.sched: Scheduler | None = None
 
     # -- setup ---------------------------------------------------------------
     def _request(self, op: str, device: int, dtypes: list[str] | None):
@@ -288,7 +288,7 @@ class BatchRunner:
             raise OpscreenError(f"{write_error(exc, j.root)}; nothing was started") from None
         _ = getattr(c.suite, "git", None)  # resolve once, before the lane threads
 
-        self.sched = HashScheduler(todo, steal=c.steal)
+        self.sched = make_scheduler(todo, steal=c.steal)
         for d in c.devices:
             self.sched.add_device(d)
         total = len(set(c.ops) | set(done)) + len([o for o in c.dismissed if o not in done])
@@ -324,21 +324,20 @@ class BatchRunner:
                 for d in list(sched.devices):
                     if d in self.inflight or self.health.is_bad(d):
                         continue
-                    current = sched.running.get(d)
-                    if current is not None:
+                    if sched.running_on(d) is not None:
                         continue
                     op = sched.next_for(d)
                     if op is None:
                         continue
                     task = self.tasks.get(op)
                     if task is None:
-                        task = OpTask(op, home=sched.home.get(op), step_dtypes=self.cfg.dtypes)
+                        task = OpTask(op, home=sched.home_of(op), step_dtypes=self.cfg.dtypes)
                         self.tasks[op] = task
                     self._submit(task, d)
             if not self.inflight:
                 if self.stopping or sched.finished or not sched.devices:
                     break
-                if not any(sched.running.get(d) is None and (sched.queue_of(d) or sched.steal) for d in sched.devices):
+                if not any(sched.runnable(d) for d in sched.devices):
                     # nothing runnable (should not happen): avoid a busy loop
                     break
             for done in self.executor.wait(0.2):
@@ -514,7 +513,7 @@ class BatchRunner:
 
     def _release(self, task: OpTask, lane: int) -> None:
         sched = self.sched
-        if sched is not None and sched.running.get(lane) == task.op:
+        if sched is not None and sched.running_on(lane) == task.op:
             sched.release(lane, task.op)
         self.progress.lane_idle(lane)
 
@@ -606,7 +605,7 @@ class BatchRunner:
                 (task.attempts[0].error or "") if task.attempts else ""
             ) + ")"
         device = last.device if last else lane
-        stolen = self.sched.stolen.get(task.op) if self.sched else None
+        stolen = self.sched.stolen_from(task.op) if self.sched else None
         result = {
             "schema": 1,
             "op": task.op,
@@ -622,7 +621,7 @@ class BatchRunner:
             "attempts": len(task.attempts),
             "dtype_level": task.level,
             "home_device": task.home,
-            "stolen_from": stolen[0] if stolen else None,
+            "stolen_from": stolen,
             "devices": list(task.devices),
             "stop_reason": task.stop_reason,
             "attempt_log": [a.as_dict() for a in task.attempts],
@@ -638,10 +637,7 @@ class BatchRunner:
         self._note_identity(op_dir, task)
         sched = self.sched
         if sched is not None:
-            if sched.running.get(lane) == task.op:
-                sched.mark_op_complete(lane, task.op)
-            else:
-                sched.completed.add(task.op)
+            sched.op_done(task.op, lane)
         self.tasks.pop(task.op, None)
         self.progress.lane_idle(lane)
         note = []
@@ -649,8 +645,8 @@ class BatchRunner:
             note.append(f"{len(task.attempts)} attempts")
         if task.level:
             note.append(f"dtype level {task.level}" + (f" kept {','.join(task.l2_passed)}" if task.level == 2 else ""))
-        if stolen:
-            note.append(f"stolen from dev {stolen[0]}")
+        if stolen is not None:
+            note.append(f"stolen from dev {stolen}")
         if status not in FINAL_OK and rec.error:
             note.append(rec.error[:160])
         self.progress.op_finished(task.op, status, device, rec.duration_s, " | ".join(note))
