@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from opscreen.batch.attempts import Attempt, DeviceHealth, RetryPolicy
 from opscreen.batch.journal import (
     COMPLETE,
     STATUS_COLUMNS,
@@ -21,7 +22,6 @@ from opscreen.batch.journal import (
     op_dirname,
     read_status_csv,
 )
-from opscreen.batch.retry import Attempt, DeviceHealth, RetryPolicy
 from opscreen.errors import UsageError
 
 
@@ -174,3 +174,40 @@ def test_device_health_counts_distinct_ops_in_a_row():
     h2.record(0, "a", "device_fatal")
     h2.record(0, "b", "passed")  # resets
     assert not h2.record(0, "c", "device_fatal")
+
+
+def test_result_json_is_assembled_from_the_attempts_in_one_function(tmp_path):
+    from opscreen.batch.attempts import AttemptMachine
+    from opscreen.batch.journal import op_result, status_records
+
+    m = AttemptMachine(op_dtypes={"abs": ["float16", "float32"]})
+    s = m.start("abs", home=1)
+    s.devices = [1, 0]
+
+    def a(status, dtype_error=False, error=None):
+        return Attempt(len(s.attempts) + 1, s.level, s.request_dtypes(), 0, status, 0 if status == "passed" else 1, 0,
+                       1.25, error, None, dtype_error)
+
+    m.after(s, a("failed", True, "dtype"))
+    m.after(s, a("passed"))
+    act = m.after(s, a("failed", True, "no f32"))
+    s.last_outcome = {"timer": "cuda_event", "repeats": {"n": 3}}
+    r = op_result(s, status=act.status, error=act.error, backend="cuda", node="n", stolen_from=1, lane=0,
+                  extra={"dtypes_passed": ["float16"]})
+    assert (r["status"], r["exit_code"], r["dtype_level"], r["attempts"], r["duration_s"]) == ("passed", 0, 2, 3, 3.75)
+    assert (r["home_device"], r["stolen_from"], r["devices"], r["timer"], r["repeats"]) == (1, 1, [1, 0], "cuda_event", {"n": 3})
+    assert r["error"] == "dtype fallback kept float16; failed float32: no f32" and r["dtypes_passed"] == ["float16"]
+    assert [x["status"] for x in r["attempt_log"]] == ["failed", "passed", "failed"]
+    rows = status_records({"b": OpRecord("b", "passed")}, {"a": "slow", "b": "x"}, "cuda")
+    assert [(x.op, x.status, x.error) for x in rows] == [("a", "dismissed", "slow"), ("b", "passed", None)]
+
+
+def test_level2_merge_when_no_dtype_passed_appends_to_run_log(tmp_path):
+    from opscreen.results.merge import merge_level2
+
+    (tmp_path / "run.log").write_text("level 0 failed\n")
+    got = merge_level2(tmp_path, [], {"float16": "no f16"}, lambda d: d)
+    assert got == {"dtypes_passed": [], "dtypes_failed": {"float16": "no f16"}}
+    text = (tmp_path / "run.log").read_text()
+    assert text.startswith("level 0 failed\n[opscreen] dtype fallback level 2: each dtype alone; passed: none; failed: float16")
+    assert not (tmp_path / "record.log").exists()

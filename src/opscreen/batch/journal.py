@@ -296,6 +296,21 @@ class Journal:
         atomic_write_json(d / COMPLETE, {"op": op, "status": result.get("status"), "finished_at": now_iso()})
         return OpRecord.from_result(result, self.rel(d))
 
+    def keep_attempt_log(self, op: str, out_dir: Path, n: int) -> str | None:
+        """Copy a failed attempt's run.log to ``attempts/attempt-<n>.log`` of the op
+        dir; its path relative to the op dir, or None when there is none."""
+        src = out_dir / "run.log"
+        if not src.is_file():
+            return None
+        dest_dir = self.op_dir(op) / "attempts"
+        dest_dir.mkdir(parents=True, exist_ok=True)
+        dest = dest_dir / f"attempt-{n}.log"
+        try:
+            shutil.copyfile(src, dest)
+        except OSError:
+            return None
+        return self.rel(dest).split("/", 2)[-1]
+
     # -- run level files -----------------------------------------------------
     def write_status(self, records: Iterable[OpRecord]) -> None:
         atomic_write_text(self.root / STATUS_CSV, format_status_csv(records))
@@ -309,3 +324,150 @@ class Journal:
 
 def record_dict(r: OpRecord) -> dict:
     return asdict(r)
+
+
+# -- the records of a batch run, assembled in one place each ---------------------------
+
+
+def op_result(state, *, status: str, error: str | None, backend: str, node: str | None,
+              stolen_from: int | None, lane: int, extra: dict | None = None) -> dict:
+    """result.json of a finished op, from its attempts (an
+    :class:`~.attempts.OpState`): the one place its fields are assembled."""
+    last = state.attempts[-1] if state.attempts else None
+    final_out = state.last_outcome or {}
+    result = {
+        "schema": 1,
+        "op": state.op,
+        "status": status,
+        "exit_code": last.exit_code if last else None,
+        "child_returncode": last.child_returncode if last else None,
+        "duration_s": round(sum(a.duration_s for a in state.attempts), 3),
+        "error": (error[:1000] if error else None),
+        "node": node,
+        "device": last.device if last else lane,
+        "backend": backend,
+        "timer": final_out.get("timer") or "",
+        "attempts": len(state.attempts),
+        "dtype_level": state.level,
+        "home_device": state.home,
+        "stolen_from": stolen_from,
+        "devices": list(state.devices),
+        "stop_reason": state.stop_reason,
+        "attempt_log": [a.as_dict() for a in state.attempts],
+        **({"repeats": final_out["repeats"]} if final_out.get("repeats") else {}),
+        "finished_at": now_iso(),
+        **(extra or {}),
+    }
+    if state.level == 2 and state.l2_passed:
+        result["exit_code"] = 0
+    return result
+
+
+def status_records(records: dict[str, OpRecord], dismissed: dict[str, str], backend: str) -> list[OpRecord]:
+    """The rows of ops_status.csv: the finished ops and the dismissed ones, by name."""
+    rows = dict(records)
+    for op, reason in dismissed.items():
+        if op not in rows:
+            rows[op] = OpRecord(op, "dismissed", 0, None, None, backend, None, "", reason, "")
+    return [rows[k] for k in sorted(rows)]
+
+
+def run_identity(cfg, prev: dict | None) -> dict:
+    """run_identity.json of a batch session (``cfg``: a BatchConfig) starting over
+    ``prev`` (the identity a previous session left, if any)."""
+    import platform
+    import socket
+    import sys
+
+    from .. import __version__
+
+    c = cfg
+    prev = prev or {}
+    git = getattr(c.suite, "git", None) or {}
+    caliber = _planned_caliber(c, git)
+    if (prev.get("caliber") or {}).get("device_name"):
+        caliber = prev["caliber"]
+    sessions = list(prev.get("sessions") or [])
+    sessions.append({"pid": os.getpid(), "started_at": now_iso(), "argv": list(c.argv), "devices": list(c.devices)})
+    return {
+        "schema": "opscreen.identity/1",
+        "kind": "run",
+        "caliber": caliber,
+        "batch": {
+            "devices": list(c.devices),
+            "ops": len(c.ops),
+            "dismissed": len(c.dismissed),
+            "timeout": c.timeout,
+            "retries": c.retries,
+            "shard": f"{c.shard[0]}/{c.shard[1]}" if c.shard else None,
+            "steal": c.steal,
+            "fatal_threshold": c.fatal_threshold,
+            "replay_of": c.replay_of,
+            "argv": list(c.argv),
+        },
+        "settings": c.settings(),
+        "suite": {"root": str(c.suite.root), "name": getattr(c.suite, "name", None), "commit": git.get("commit"), "dirty": git.get("dirty")},
+        "host": socket.gethostname(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "opscreen_version": __version__,
+        "started_at": prev.get("started_at") or now_iso(),
+        "finished_at": None,
+        "state": "running",
+        "sessions": sessions,
+    }
+
+
+def _planned_caliber(c, git: dict) -> dict:
+    from ..child.config import caliber as caliber_block
+    from ..op.plan import planned_timer
+    from ..op.run import planned_timing
+
+    try:
+        timing = planned_timing(c.backend)
+    except Exception:  # noqa: BLE001 - the identity must not stop the run
+        timing = {}
+    return caliber_block(
+        {
+            "timer": planned_timer(c.backend, c.timer),
+            "use_flagtune": c.use_flagtune,
+            "use_flagtune_cost_model": c.use_flagtune_cost_model,
+            "shape_mode": c.shape_mode,
+            "level": c.level,
+            "dtypes": c.dtypes,
+            "backend": c.backend.name,
+            "vendor": c.backend.vendor,
+            "suite_commit": git.get("commit"),
+            "timing": timing,
+        }
+    )
+
+
+def identity_device_name(identity: dict, dirs: list[Path], dtypes: list[str] | None) -> bool:
+    """Complete the run's caliber with the device name the first op measured (the
+    first of ``dirs`` whose run_identity.json names it); True when it changed."""
+    cal = identity.get("caliber") or {}
+    if cal.get("device_name"):
+        return False
+    for d in dirs:
+        ident = read_json(d / IDENTITY) or {}
+        ocal = ident.get("caliber") or {}
+        name = ocal.get("device_name") or ident.get("device_name")
+        if name:
+            merged = dict(cal)
+            merged.update({k: v for k, v in ocal.items() if k != "dtypes"})
+            merged["dtypes"] = dtypes  # the run's request; levels may differ per op
+            merged["device_name"] = name
+            identity["caliber"] = merged
+            return True
+    return False
+
+
+def identity_finished(identity: dict, state: str, error: str | None) -> None:
+    """Mark the run (and its last session) as ended in ``state``."""
+    identity["finished_at"] = now_iso()
+    identity["state"] = state
+    if error:
+        identity["error"] = error
+    if identity.get("sessions"):
+        identity["sessions"][-1].update({"finished_at": now_iso(), "state": state, **({"error": error} if error else {})})

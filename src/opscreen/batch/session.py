@@ -1,4 +1,11 @@
-"""The batch runner: every chosen op of a suite, one child process at a time per device.
+"""The batch session: every chosen op of a suite, one child process at a time per device.
+
+The session only routes events, like pytest-xdist's ``dsession.py``: it takes the
+lanes' completions from the executor (:mod:`.executor`, which owns the
+processes), asks the state machine what to do next (:mod:`.attempts`), tells the
+scheduling policy (:mod:`.scheduling`, through its protocol only) and the
+executor, and has the journal (:mod:`.journal`) write every record and the
+progress display say it.
 
 Lifecycle of :meth:`BatchRunner.run` (the run directory is locked by the caller):
 
@@ -8,12 +15,13 @@ Lifecycle of :meth:`BatchRunner.run` (the run directory is locked by the caller)
    dirs without one are deleted (partial output of an interrupted op); a marker
    beside a missing or damaged ``result.json`` is dropped first (the op runs
    again, and the run says so);
-3. place the remaining ops on devices (:class:`~.scheduler.HashScheduler`) and
+3. place the remaining ops on devices (:func:`~.scheduling.make_scheduler`) and
    run them through the executor, one :func:`opscreen.op.run.run_op` call (one
    child process group) per attempt;
-4. after each attempt decide, in this (main) thread only: done, retry (same
-   device, or another one after a device-fatal exit), or the next dtype level;
-   watch device health and take a device out after repeated fatal exits;
+4. after each attempt decide, in this (main) thread only
+   (:class:`~.attempts.AttemptMachine`): done, retry (same device, or another
+   one after a device-fatal exit), or the next dtype level; watch device health
+   and take a device out after repeated fatal exits;
 5. when an op is done, write its ``result.json`` and then its ``.complete``
    marker, rewrite ``ops_status.csv``, update ``run_identity.json``;
 6. on SIGINT/SIGTERM/SIGHUP set the stop event: running children are killed as groups,
@@ -28,17 +36,14 @@ Per-op directory of a batch run (``RUN_DIR/ops/<op>/``): run_op's files of the
 attempt that produced the result, plus ``attempts/attempt-<n>.log`` (run.log of
 every attempt that did not pass) and, after a level-2 dtype fallback,
 ``dtypes/<dtype>/`` (one run_op dir per dtype tried alone) with the passing
-dtypes' ``run.log`` and ``record.log`` merged into the op dir's own.
+dtypes' ``run.log`` and ``record.log`` merged into the op dir's own
+(:func:`opscreen.results.merge.merge_level2`).
 """
 
 from __future__ import annotations
 
 import errno
-import os
-import platform
-import shutil
 import signal
-import socket
 import sys
 import threading
 import time
@@ -46,17 +51,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import __version__
 from ..errors import OpscreenError
 from ..fsio import is_storage_error, write_error
 from ..measure import MeasureSettings
-from ..op.plan import planned_timer
+from ..results.merge import merge_level2
 from . import signature as sig
+from .attempts import FINAL_OK, LEAVE, RUN_ELSEWHERE, RUN_HERE, Attempt, AttemptMachine, DeviceHealth, OpState, left_incomplete
 from .executor import MARK_ENV, Done, Job, LocalExecutor, reap_leftovers
-from .journal import Journal, OpRecord, now_iso, read_json
+from .journal import (
+    Journal,
+    OpRecord,
+    identity_device_name,
+    identity_finished,
+    op_dirname,
+    op_result,
+    run_identity,
+    status_records,
+)
 from .progress import PlainProgress, fmt_secs
-from .retry import FINAL_OK, Attempt, DeviceHealth, RetryPolicy, level2_candidates
-from .scheduler import HashScheduler
+from .scheduling import Scheduler, make_scheduler
 
 EXIT_OK, EXIT_FAILURES, EXIT_UNRUN, EXIT_INTERRUPTED = 0, 1, 3, 130
 
@@ -122,25 +135,7 @@ class BatchConfig(MeasureSettings):
         }
 
 
-@dataclass
-class OpTask:
-    """An op in flight: its dtype level, the attempts of its current step, where it ran."""
-
-    op: str
-    home: int | None
-    level: int = 0
-    step_dtypes: list[str] | None = None
-    step: list[Attempt] = field(default_factory=list)
-    attempts: list[Attempt] = field(default_factory=list)
-    l2_queue: list[str] = field(default_factory=list)
-    l2_current: str | None = None
-    l2_passed: list[str] = field(default_factory=list)
-    l2_failed: dict[str, str] = field(default_factory=dict)
-    l2_outcomes: dict[str, Any] = field(default_factory=dict)
-    devices: list[int] = field(default_factory=list)
-    stop_reason: str | None = None
-    last_outcome: Any = None
-    started_at: float = field(default_factory=time.monotonic)
+OpTask = OpState  # the name this module used before the state machine moved out
 
 
 @dataclass
@@ -162,7 +157,8 @@ class BatchRunner:
     """Drives one batch run over a locked :class:`~.journal.Journal`.
 
     ``executor`` defaults to a :class:`~.executor.LocalExecutor` running
-    ``run_op``; ``progress`` to plain lines on stdout.
+    ``run_op``; ``progress`` to plain lines on stdout; ``request_factory(op,
+    device, dtypes)`` builds what the executor's work function takes.
     """
 
     def __init__(
@@ -181,9 +177,9 @@ class BatchRunner:
         self.progress = progress or PlainProgress()
         self.request_factory = request_factory or self._request
         self.handle_signals = handle_signals
-        self.policy = RetryPolicy(cfg.retries)
+        self.machine = AttemptMachine(cfg.retries, cfg.dtypes, cfg.op_dtypes)
         self.health = DeviceHealth(cfg.fatal_threshold)
-        self.tasks: dict[str, OpTask] = {}
+        self.tasks: dict[str, OpState] = {}
         self.inflight: dict[int, Job] = {}
         self.records: dict[str, OpRecord] = {}
         self.stopping = False
@@ -192,7 +188,7 @@ class BatchRunner:
         self.io_message: str | None = None  # said when it happened (the free space then)
         self._keys = 0
         self.identity: dict = {}
-        self.sched: HashScheduler | None = None
+        self.sched: Scheduler | None = None
 
     # -- setup ---------------------------------------------------------------
     def _request(self, op: str, device: int, dtypes: list[str] | None):
@@ -209,68 +205,10 @@ class BatchRunner:
             env={MARK_ENV: str(self.journal.root)},  # lets a restarted runner find leftovers
         )
 
-    def _base_identity(self) -> dict:
-        c = self.cfg
-        prev = self.journal.read_identity() or {}
-        git = getattr(c.suite, "git", None) or {}
-        from ..child.config import caliber as caliber_block
-        from ..op.run import planned_timing
-
-        try:
-            timing = planned_timing(c.backend)
-        except Exception:  # noqa: BLE001 - the identity must not stop the run
-            timing = {}
-        caliber = caliber_block(
-            {
-                "timer": planned_timer(c.backend, c.timer),
-                "use_flagtune": c.use_flagtune,
-                "use_flagtune_cost_model": c.use_flagtune_cost_model,
-                "shape_mode": c.shape_mode,
-                "level": c.level,
-                "dtypes": c.dtypes,
-                "backend": c.backend.name,
-                "vendor": c.backend.vendor,
-                "suite_commit": git.get("commit"),
-                "timing": timing,
-            }
-        )
-        if (prev.get("caliber") or {}).get("device_name"):
-            caliber = prev["caliber"]
-        sessions = list(prev.get("sessions") or [])
-        sessions.append({"pid": os.getpid(), "started_at": now_iso(), "argv": list(c.argv), "devices": list(c.devices)})
-        return {
-            "schema": "opscreen.identity/1",
-            "kind": "run",
-            "caliber": caliber,
-            "batch": {
-                "devices": list(c.devices),
-                "ops": len(c.ops),
-                "dismissed": len(c.dismissed),
-                "timeout": c.timeout,
-                "retries": c.retries,
-                "shard": f"{c.shard[0]}/{c.shard[1]}" if c.shard else None,
-                "steal": c.steal,
-                "fatal_threshold": c.fatal_threshold,
-                "replay_of": c.replay_of,
-                "argv": list(c.argv),
-            },
-            "settings": c.settings(),
-            "suite": {"root": str(c.suite.root), "name": getattr(c.suite, "name", None), "commit": git.get("commit"), "dirty": git.get("dirty")},
-            "host": socket.gethostname(),
-            "python": sys.version.split()[0],
-            "platform": platform.platform(),
-            "opscreen_version": __version__,
-            "started_at": prev.get("started_at") or now_iso(),
-            "finished_at": None,
-            "state": "running",
-            "sessions": sessions,
-        }
-
-    # -- the run ---------------------------------------------------------------
-    def run(self) -> BatchSummary:
-        c = self.cfg
-        j = self.journal
-        reap_leftovers(str(j.root))
+    def _scan(self) -> tuple[dict[str, OpRecord], dict[str, str]]:
+        """Resume: reset the ops to rerun, drop damaged markers, clear partial op dirs,
+        write the session's identity. Returns (complete ops, damaged ops)."""
+        c, j = self.cfg, self.journal
         try:
             for op in c.rerun:
                 j.reset_op(op)
@@ -278,30 +216,40 @@ class BatchRunner:
             done = j.scan()
             j.clear_incomplete()
             self.records = dict(done)
-            todo = [op for op in c.ops if op not in done]
-            self.identity = self._base_identity()
+            self.identity = run_identity(c, j.read_identity())
             if damaged:
                 self.identity["sessions"][-1]["damaged_rerun"] = dict(damaged)
             j.write_identity(self.identity)
             self._write_status()
         except OSError as exc:  # nothing started yet: one line, the run dir as it was
             raise OpscreenError(f"{write_error(exc, j.root)}; nothing was started") from None
-        _ = getattr(c.suite, "git", None)  # resolve once, before the lane threads
+        return done, damaged
 
-        self.sched = HashScheduler(todo, steal=c.steal)
-        for d in c.devices:
-            self.sched.add_device(d)
-        total = len(set(c.ops) | set(done)) + len([o for o in c.dismissed if o not in done])
-        already = len(done) + len([o for o in c.dismissed if o not in done])
+    def _announce(self, todo: list[str], done: dict, damaged: dict[str, str]) -> None:
+        c, j = self.cfg, self.journal
+        extra = [o for o in c.dismissed if o not in done]
+        total = len(set(c.ops) | set(done)) + len(extra)
         header = (
             f"opscreen run: {len(todo)} ops to run on {c.backend.name} devices "
             f"{','.join(map(str, c.devices))}; {len(done)} already complete; {len(c.dismissed)} dismissed; "
             f"run dir {j.root}"
         )
-        self.progress.start(total, already, list(c.devices), header)
+        self.progress.start(total, len(done) + len(extra), list(c.devices), header)
         for op, problem in damaged.items():
             again = "it runs again" if op in todo else "it is no longer complete (not in this run's op list)"
             self.progress.message(f"opscreen run: {op}: {problem}, so its result is lost: {again}")
+
+    # -- the run ---------------------------------------------------------------
+    def run(self) -> BatchSummary:
+        c = self.cfg
+        reap_leftovers(str(self.journal.root))
+        done, damaged = self._scan()
+        todo = [op for op in c.ops if op not in done]
+        _ = getattr(c.suite, "git", None)  # resolve once, before the lane threads
+        self.sched = make_scheduler(todo, steal=c.steal)
+        for d in c.devices:
+            self.sched.add_device(d)
+        self._announce(todo, done, damaged)
         old_handlers = self._install_signals()
         self.executor.start(list(c.devices))
         try:
@@ -321,29 +269,29 @@ class BatchRunner:
         assert sched is not None
         while True:
             if not self.stopping:
-                for d in list(sched.devices):
-                    if d in self.inflight or self.health.is_bad(d):
-                        continue
-                    current = sched.running.get(d)
-                    if current is not None:
-                        continue
-                    op = sched.next_for(d)
-                    if op is None:
-                        continue
-                    task = self.tasks.get(op)
-                    if task is None:
-                        task = OpTask(op, home=sched.home.get(op), step_dtypes=self.cfg.dtypes)
-                        self.tasks[op] = task
-                    self._submit(task, d)
+                self._fill_lanes(sched)
             if not self.inflight:
                 if self.stopping or sched.finished or not sched.devices:
                     break
-                if not any(sched.running.get(d) is None and (sched.queue_of(d) or sched.steal) for d in sched.devices):
+                if not any(sched.runnable(d) for d in sched.devices):
                     # nothing runnable (should not happen): avoid a busy loop
                     break
             for done in self.executor.wait(0.2):
                 self._handle(done)
             self.progress.tick()
+
+    def _fill_lanes(self, sched: Scheduler) -> None:
+        """Give every idle healthy device its next op."""
+        for d in list(sched.devices):
+            if d in self.inflight or self.health.is_bad(d) or sched.running_on(d) is not None:
+                continue
+            op = sched.next_for(d)
+            if op is None:
+                continue
+            task = self.tasks.get(op)
+            if task is None:
+                task = self.tasks[op] = self.machine.start(op, sched.home_of(op))
+            self._submit(task, d)
 
     def _io_failed(self, exc: OSError, where: Path | None = None) -> None:
         """The run dir cannot be written: stop the run (running children are killed).
@@ -394,16 +342,16 @@ class BatchRunner:
             )
 
     # -- attempts ----------------------------------------------------------------
-    def _out_dir(self, task: OpTask) -> Path:
+    def _out_dir(self, task: OpState) -> Path:
         base = self.journal.op_dir(task.op)
         if task.level == 2 and task.l2_current:
-            return base / "dtypes" / _safe(task.l2_current)
+            return base / "dtypes" / op_dirname(task.l2_current)
         return base
 
-    def _submit(self, task: OpTask, device: int) -> None:
+    def _submit(self, task: OpState, device: int) -> None:
         out = self._out_dir(task)
         out.mkdir(parents=True, exist_ok=True)
-        dtypes = [task.l2_current] if task.level == 2 else task.step_dtypes
+        dtypes = task.request_dtypes()
         req = self.request_factory(task.op, device, dtypes)
         self._keys += 1
         job = Job(self._keys, task.op, device, req, out, {"level": task.level, "dtypes": dtypes})
@@ -418,11 +366,29 @@ class BatchRunner:
         self.progress.lane_started(device, task.op, detail)
 
     def _handle(self, done: Done) -> None:
-        job = done.job
-        lane = job.lane
+        """An attempt came back: record it, ask the state machine, carry out its answer."""
+        lane = done.job.lane
         self.inflight.pop(lane, None)
-        task = self.tasks[job.op]
-        out = done.outcome
+        task = self.tasks[done.job.op]
+        att = self._attempt(task, done)
+        if att is None:  # stopped by us (or the run dir is unwritable): the op stays incomplete
+            self.progress.lane_idle(lane)
+            return
+        if self.health.record(lane, task.op, att.status, att.error):
+            self._device_bad(lane)
+        action = self.machine.after(task, att, stopping=self.stopping, device_bad=self.health.is_bad(lane))
+        if action.kind == RUN_HERE:
+            self._submit(task, lane)
+        elif action.kind == RUN_ELSEWHERE:
+            self._move(task, lane)
+        elif action.kind == LEAVE:
+            self._release(task, lane)
+        else:
+            self._finish_op(task, lane, action.status or "failed", action.error)
+
+    def _attempt(self, task: OpState, done: Done) -> Attempt | None:
+        """The :class:`Attempt` ``done`` was, or None when the run itself ended it."""
+        job, out = done.job, done.outcome
         if out is None:
             status, exit_code, rc, duration, error, timer = "crashed", 5, None, done.wall_s, f"harness: {done.error}", ""
         else:
@@ -430,95 +396,41 @@ class BatchRunner:
             duration, error, timer = float(out.duration_s or 0.0), out.error, getattr(out, "timer", "") or ""
         task.last_outcome = {"status": status, "exit_code": exit_code, "child_returncode": rc, "timer": timer, "out_dir": job.out_dir,
                              "repeats": getattr(out, "repeats", None)}
-
-        if status == "interrupted" or (self.io_error is not None and status not in FINAL_OK):
-            # Stopped by us: the op stays incomplete; a resume runs it again.
-            self.progress.lane_idle(lane)
-            return
+        if left_incomplete(status, self.io_error is not None):
+            return None
         if out is None and is_storage_error(done.exc):
             # the attempt could not write its own files (run.log on a full disk): no op
             # can be recorded any more; the op stays incomplete
-            self.progress.lane_idle(lane)
             self._io_failed(done.exc, job.out_dir / "run.log")  # type: ignore[arg-type]
-            return
-
+            return None
         fail = None if status in FINAL_OK else sig.from_log(job.out_dir / "run.log", status, rc)
-        dtype_error = bool(fail is not None and fail.dtype_error and status == "failed")
         if fail is not None and (error is None or (status == "failed" and fail.kind == "E")):
             # pytest's FAILED summary line (run_op's pick) is cut to the terminal
             # width; the E line of the failure holds the whole message.
             error = fail.error
-        att = Attempt(
-            n=len(task.attempts) + 1,
+        n = len(task.attempts) + 1
+        return Attempt(
+            n=n,
             level=task.level,
             dtypes=job.meta.get("dtypes"),
-            device=lane,
+            device=job.lane,
             status=status,
             exit_code=exit_code,
             child_returncode=rc,
             duration_s=round(duration, 3),
             error=error,
             signature=fail.signature if fail else None,
-            dtype_error=dtype_error,
+            dtype_error=bool(fail is not None and fail.dtype_error and status == "failed"),
+            log=None if status in FINAL_OK else self.journal.keep_attempt_log(task.op, job.out_dir, n),
         )
-        if status not in FINAL_OK:
-            att.log = self._keep_attempt_log(task, job.out_dir, att.n)
-        task.attempts.append(att)
-        task.step.append(att)
 
-        if self.health.record(lane, task.op, status, error):
-            self._device_bad(lane)
-
-        if status in FINAL_OK:
-            if task.level == 2:
-                task.l2_passed.append(task.l2_current)
-                task.l2_outcomes[task.l2_current] = status
-                self._next_dtype(task, lane)
-            else:
-                self._finish_op(task, lane, status)
-            return
-        if dtype_error:
-            self._next_level(task, lane, att)
-            return
-        dec = self.policy.decide(task.step)
-        if dec.retry and not self.stopping:
-            if dec.other_device or self.health.is_bad(lane):
-                self._move(task, lane)
-            else:
-                self._submit(task, lane)
-            return
-        task.stop_reason = "interrupted" if self.stopping and dec.retry else dec.reason
-        if self.stopping and dec.retry:
-            # A retry was due but the run is stopping: leave the op incomplete.
-            self._release(task, lane)
-            return
-        if task.level == 2:
-            task.l2_failed[task.l2_current] = error or status
-            task.l2_outcomes[task.l2_current] = status
-            self._next_dtype(task, lane)
-        else:
-            self._finish_op(task, lane, status)
-
-    def _keep_attempt_log(self, task: OpTask, out_dir: Path, n: int) -> str | None:
-        src = out_dir / "run.log"
-        if not src.is_file():
-            return None
-        dest_dir = self.journal.op_dir(task.op) / "attempts"
-        dest_dir.mkdir(parents=True, exist_ok=True)
-        dest = dest_dir / f"attempt-{n}.log"
-        try:
-            shutil.copyfile(src, dest)
-        except OSError:
-            return None
-        return self.journal.rel(dest).split("/", 2)[-1]
-
-    def _release(self, task: OpTask, lane: int) -> None:
+    def _release(self, task: OpState, lane: int) -> None:
         sched = self.sched
-        if sched is not None and sched.running.get(lane) == task.op:
+        if sched is not None and sched.running_on(lane) == task.op:
             sched.release(lane, task.op)
         self.progress.lane_idle(lane)
 
-    def _move(self, task: OpTask, lane: int) -> None:
+    def _move(self, task: OpState, lane: int) -> None:
         """Retry ``task`` on another device (after a device-fatal exit)."""
         sched = self.sched
         assert sched is not None
@@ -530,53 +442,13 @@ class BatchRunner:
         if sched.requeue(task.op, avoid={lane}) is None or not sched.devices:
             task.stop_reason = "no healthy device left"
 
-    def _next_level(self, task: OpTask, lane: int, att: Attempt) -> None:
-        if task.level == 2:
-            task.l2_failed[task.l2_current] = att.error or "dtype not supported"
-            task.l2_outcomes[task.l2_current] = att.status
-            self._next_dtype(task, lane)
-            return
-        if task.level == 0 and self.cfg.dtypes:
-            task.level, task.step_dtypes, task.step = 1, None, []
-            self._continue(task, lane)
-            return
-        cands = level2_candidates(self.cfg.dtypes, self.cfg.op_dtypes.get(task.op, []))
-        if not cands:
-            task.stop_reason = "dtype failure and no dtype list known for the op"
-            self._finish_op(task, lane, att.status)
-            return
-        task.level, task.step, task.l2_queue = 2, [], list(cands)
-        self._next_dtype(task, lane)
-
-    def _continue(self, task: OpTask, lane: int) -> None:
-        if self.stopping:
-            self._release(task, lane)
-            return
-        if self.health.is_bad(lane):
-            self._move(task, lane)
-        else:
-            self._submit(task, lane)
-
-    def _next_dtype(self, task: OpTask, lane: int) -> None:
-        if task.l2_queue:
-            task.l2_current = task.l2_queue.pop(0)
-            task.step = []
-            self._continue(task, lane)
-            return
-        task.l2_current = None
-        status = "passed" if task.l2_passed else (task.attempts[-1].status if task.attempts else "failed")
-        self._finish_op(task, lane, status)
-
     # -- devices -----------------------------------------------------------------
     def _device_bad(self, lane: int) -> None:
         sched = self.sched
         assert sched is not None
         reason = self.health.bad.get(lane, "")
         queued = sched.queue_of(lane)
-        running = sched.remove_device(lane)
-        if running is not None:
-            # keep it "running" nowhere: _handle decides (retry elsewhere or finish)
-            pass
+        sched.remove_device(lane)  # the op it ran: the state machine decides (retry elsewhere or finish)
         healthy = [d for d in sched.devices if not self.health.is_bad(d)]
         self.progress.lane_bad(lane, reason)
         where = f"devices {','.join(map(str, healthy))}" if healthy else "no device (none is healthy)"
@@ -586,62 +458,20 @@ class BatchRunner:
         self.journal.write_identity(self.identity)
 
     # -- finishing an op -------------------------------------------------------------
-    def _finish_op(self, task: OpTask, lane: int, status: str) -> None:
+    def _finish_op(self, task: OpState, lane: int, status: str, error: str | None) -> None:
         op_dir = self.journal.op_dir(task.op)
-        last = task.attempts[-1] if task.attempts else None
-        final_out = task.last_outcome or {}
-        extra: dict = {}
-        if task.level == 2:
-            extra = self._merge_level2(task, op_dir)
-            status = "passed" if task.l2_passed else status
-        error = None
-        if status not in FINAL_OK:
-            error = last.error if last else None
-        elif task.level == 2 and task.l2_failed:
-            error = "dtype fallback kept " + ",".join(task.l2_passed) + "; failed " + "; ".join(
-                f"{d}: {e}" for d, e in task.l2_failed.items()
-            )
-        elif task.level == 1:
-            error = "dtype fallback: ran the op's own dtypes (requested dtypes failed: " + (
-                (task.attempts[0].error or "") if task.attempts else ""
-            ) + ")"
-        device = last.device if last else lane
-        stolen = self.sched.stolen.get(task.op) if self.sched else None
-        result = {
-            "schema": 1,
-            "op": task.op,
-            "status": status,
-            "exit_code": last.exit_code if last else None,
-            "child_returncode": last.child_returncode if last else None,
-            "duration_s": round(sum(a.duration_s for a in task.attempts), 3),
-            "error": (error[:1000] if error else None),
-            "node": _describe(self.cfg.targets.get(task.op)),
-            "device": device,
-            "backend": self.cfg.backend.name,
-            "timer": final_out.get("timer") or "",
-            "attempts": len(task.attempts),
-            "dtype_level": task.level,
-            "home_device": task.home,
-            "stolen_from": stolen[0] if stolen else None,
-            "devices": list(task.devices),
-            "stop_reason": task.stop_reason,
-            "attempt_log": [a.as_dict() for a in task.attempts],
-            **({"repeats": final_out["repeats"]} if final_out.get("repeats") else {}),
-            "finished_at": now_iso(),
-            **extra,
-        }
-        if task.level == 2 and task.l2_passed:
-            result["exit_code"] = 0
+        extra = merge_level2(op_dir, task.l2_passed, task.l2_failed, op_dirname) if task.level == 2 else {}
+        stolen = self.sched.stolen_from(task.op) if self.sched else None
+        result = op_result(task, status=status, error=error, backend=self.cfg.backend.name,
+                           node=_describe(self.cfg.targets.get(task.op)), stolen_from=stolen, lane=lane, extra=extra)
         rec = self.journal.complete(task.op, result)
         self.records[task.op] = rec
         self._write_status()
-        self._note_identity(op_dir, task)
-        sched = self.sched
-        if sched is not None:
-            if sched.running.get(lane) == task.op:
-                sched.mark_op_complete(lane, task.op)
-            else:
-                sched.completed.add(task.op)
+        dirs = [op_dir] + [op_dir / "dtypes" / op_dirname(d) for d in task.l2_passed]
+        if identity_device_name(self.identity, dirs, self.cfg.dtypes):
+            self.journal.write_identity(self.identity)
+        if self.sched is not None:
+            self.sched.op_done(task.op, lane)
         self.tasks.pop(task.op, None)
         self.progress.lane_idle(lane)
         note = []
@@ -649,102 +479,23 @@ class BatchRunner:
             note.append(f"{len(task.attempts)} attempts")
         if task.level:
             note.append(f"dtype level {task.level}" + (f" kept {','.join(task.l2_passed)}" if task.level == 2 else ""))
-        if stolen:
-            note.append(f"stolen from dev {stolen[0]}")
+        if stolen is not None:
+            note.append(f"stolen from dev {stolen}")
         if status not in FINAL_OK and rec.error:
             note.append(rec.error[:160])
-        self.progress.op_finished(task.op, status, device, rec.duration_s, " | ".join(note))
-
-    def _merge_level2(self, task: OpTask, op_dir: Path) -> dict:
-        """Merge the passing dtypes' run.log and record.log into the op dir."""
-        passed = task.l2_passed
-        lines = [
-            f"[opscreen] dtype fallback level 2: each dtype alone; passed: {','.join(passed) or 'none'}"
-            + (f"; failed: {', '.join(task.l2_failed)}" if task.l2_failed else "")
-            + "\n"
-        ]
-        record: list[str] = []
-        first_ok: Path | None = None
-        for d in passed:
-            sub = op_dir / "dtypes" / _safe(d)
-            first_ok = first_ok or sub
-            lines.append(f"[opscreen] ===== dtype {d} (from dtypes/{_safe(d)}/run.log) =====\n")
-            lines.append(_read(sub / "run.log"))
-            rec = _read(sub / "record.log")
-            if rec:
-                record.append(rec if rec.endswith("\n") else rec + "\n")
-        for d, err in task.l2_failed.items():
-            lines.append(f"[opscreen] ===== dtype {d}: not kept: {err} (see dtypes/{_safe(d)}/run.log) =====\n")
-        if passed:
-            # the level-0/1 failure is kept under attempts/; the op dir shows the kept results
-            _write(op_dir / "run.log", "".join(lines))
-            _write(op_dir / "record.log", "".join(record))
-            for name in ("run_identity.json", "child_config.json"):
-                if first_ok is not None and (first_ok / name).is_file():
-                    shutil.copyfile(first_ok / name, op_dir / name)
-        else:
-            with open(op_dir / "run.log", "a", encoding="utf-8") as fh:
-                fh.write("".join(lines))
-        return {"dtypes_passed": list(passed), "dtypes_failed": dict(task.l2_failed)}
-
-    def _note_identity(self, op_dir: Path, task: OpTask) -> None:
-        cal = self.identity.get("caliber") or {}
-        if cal.get("device_name"):
-            return
-        candidates = [op_dir] + [op_dir / "dtypes" / _safe(d) for d in task.l2_passed]
-        for d in candidates:
-            ident = read_json(d / "run_identity.json") or {}
-            ocal = ident.get("caliber") or {}
-            name = ocal.get("device_name") or ident.get("device_name")
-            if name:
-                merged = dict(cal)
-                merged.update({k: v for k, v in ocal.items() if k != "dtypes"})
-                merged["dtypes"] = self.cfg.dtypes  # the run's request; levels may differ per op
-                merged["device_name"] = name
-                self.identity["caliber"] = merged
-                self.journal.write_identity(self.identity)
-                return
+        self.progress.op_finished(task.op, status, result["device"], rec.duration_s, " | ".join(note))
 
     def _write_status(self) -> None:
-        rows = dict(self.records)
-        for op, reason in self.cfg.dismissed.items():
-            if op not in rows:
-                rows[op] = OpRecord(op, "dismissed", 0, None, None, self.cfg.backend.name, None, "", reason, "")
-        self.journal.write_status([rows[k] for k in sorted(rows)])
+        self.journal.write_status(status_records(self.records, self.cfg.dismissed, self.cfg.backend.name))
 
+    # -- the end of the run ------------------------------------------------------------
     def _finish(self, todo: list[str]) -> BatchSummary:
         c = self.cfg
         unrun = [op for op in todo if op not in self.records]
-        counts: dict[str, int] = {}
-        for op in set(c.ops) | set(self.records):
-            rec = self.records.get(op)
-            if rec is not None:
-                counts[rec.status] = counts.get(rec.status, 0) + 1
-        for op in c.dismissed:
-            if op not in self.records:
-                counts["dismissed"] = counts.get("dismissed", 0) + 1
-        if unrun:
-            counts["not run"] = len(unrun)
-        if self.io_error is not None:
-            # the partial op dirs of the killed attempts are what a resume deletes
-            # first; deleting them now frees their space for the files below
-            self.journal.clear_incomplete()
-            state, code = "interrupted", EXIT_FAILURES
-        elif self.stopping:
-            state, code = "interrupted", EXIT_INTERRUPTED
-        elif unrun:
-            state, code = "incomplete", EXIT_UNRUN
-        elif any(not _op_ok(r.status) for r in self.records.values()):  # the whole run dir
-            state, code = "finished", EXIT_FAILURES
-        else:
-            state, code = "finished", EXIT_OK
+        counts = self._counts(unrun)
+        state, code = self._end_state(unrun)
         error = self.io_message if self.io_error is not None else None
-        self.identity["finished_at"] = now_iso()
-        self.identity["state"] = state
-        if error:
-            self.identity["error"] = error
-        if self.identity.get("sessions"):
-            self.identity["sessions"][-1].update({"finished_at": now_iso(), "state": state, **({"error": error} if error else {})})
+        identity_finished(self.identity, state, error)
         recorded = True
         try:
             self.journal.write_identity(self.identity)
@@ -754,33 +505,62 @@ class BatchRunner:
             if self.io_error is None:  # every op ran; only the last writes failed
                 self.io_error, state, code = exc, "interrupted", EXIT_FAILURES
                 error = write_error(exc, self.journal.root)
+        self._report(state, counts, unrun, error, recorded)
+        return BatchSummary(len(set(c.ops) | set(self.records)), counts, unrun, dict(self.health.bad), self.stopping, code, dict(self.records))
+
+    def _counts(self, unrun: list[str]) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for op in set(self.cfg.ops) | set(self.records):
+            rec = self.records.get(op)
+            if rec is not None:
+                counts[rec.status] = counts.get(rec.status, 0) + 1
+        for op in self.cfg.dismissed:
+            if op not in self.records:
+                counts["dismissed"] = counts.get("dismissed", 0) + 1
+        if unrun:
+            counts["not run"] = len(unrun)
+        return counts
+
+    def _end_state(self, unrun: list[str]) -> tuple[str, int]:
+        if self.io_error is not None:
+            # the partial op dirs of the killed attempts are what a resume deletes
+            # first; deleting them now frees their space for the files written next
+            self.journal.clear_incomplete()
+            return "interrupted", EXIT_FAILURES
+        if self.stopping:
+            return "interrupted", EXIT_INTERRUPTED
+        if unrun:
+            return "incomplete", EXIT_UNRUN
+        if any(not _op_ok(r.status) for r in self.records.values()):  # the whole run dir
+            return "finished", EXIT_FAILURES
+        return "finished", EXIT_OK
+
+    def _report(self, state: str, counts: dict[str, int], unrun: list[str], error: str | None, recorded: bool) -> None:
+        root = self.journal.root
         parts = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
         self.progress.close()
-        msg = f"opscreen run: {state}: {parts or 'nothing to do'}; ops_status.csv in {self.journal.root}"
+        msg = f"opscreen run: {state}: {parts or 'nothing to do'}; ops_status.csv in {root}"
         if self.health.bad:
             msg += "; bad devices: " + ", ".join(f"{d} ({r})" for d, r in self.health.bad.items())
         if unrun and not self.stopping:
             msg += f"; {len(unrun)} op(s) not run: no healthy device left"
         if self.stopping or unrun:
-            msg += f"; resume with: opscreen run --out {self.journal.root}"
-        stream = getattr(self.progress, "stream", None) or sys.stdout
-        try:
-            stream.write(msg + "\n")
-            stream.flush()
-        except (OSError, ValueError):
-            pass
+            msg += f"; resume with: opscreen run --out {root}"
+        _say(getattr(self.progress, "stream", None) or sys.stdout, msg)
         if error:
-            line = (
+            _say(sys.stderr, (
                 f"opscreen run: {error}; stopped: the running ops were killed, {len(self.records)} complete op(s) kept"
                 + ("" if recorded else ", run_identity.json not updated")
-                + f"; {_fix_hint(self.io_error)}, then resume with: opscreen run --out {self.journal.root}"
-            )
-            try:
-                sys.stderr.write(line + "\n")
-                sys.stderr.flush()
-            except (OSError, ValueError):
-                pass
-        return BatchSummary(len(set(c.ops) | set(self.records)), counts, unrun, dict(self.health.bad), self.stopping, code, dict(self.records))
+                + f"; {_fix_hint(self.io_error)}, then resume with: opscreen run --out {root}"
+            ))
+
+
+def _say(stream, line: str) -> None:
+    try:
+        stream.write(line + "\n")
+        stream.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def _fix_hint(exc: OSError | None) -> str:
@@ -794,29 +574,11 @@ def _fix_hint(exc: OSError | None) -> str:
     return "fix the filesystem"
 
 
-def _safe(name: str) -> str:
-    from .journal import op_dirname
-
-    return op_dirname(name)
-
-
 def _describe(target) -> str | None:
     if target is None:
         return None
     d = getattr(target, "describe", None)
     return d() if callable(d) else str(target)
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
-
-
-def _write(path: Path, text: str) -> None:
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(text)
 
 
 __all__ = ["BatchConfig", "BatchRunner", "BatchSummary", "fmt_secs"]

@@ -216,7 +216,7 @@ def choose_devices(backend, spec: str | None, python: str | None, flag: str = "-
     ``backend.enumerate`` finds; when it finds nothing, that is an error too,
     unless a source timed out (then explicit indices are used as given, with a
     printed line). ``opscreen op`` checks its ``--device`` here as well."""
-    from ..batch.scheduler import parse_devices
+    from ..batch.scheduling import parse_devices
 
     wanted = parse_devices(spec, flag)
     if backend.capabilities.slots:
@@ -381,7 +381,7 @@ def run(args) -> int:
     from ..batch.journal import Journal
     from ..batch.progress import make_progress
     from ..batch.session import CALIBER_SETTINGS, BatchConfig, BatchRunner
-    from ..batch.scheduler import parse_shard, shard_ops
+    from ..batch.scheduling import parse_shard, shard_ops
     from ..op.preflight import check_interpreter, collect
     from ..providers.flaggems import Suite
     from ..op.run import shape_source, validate_flag01
