@@ -39,13 +39,15 @@ import os
 import re
 import shutil
 from dataclasses import asdict, dataclass, fields
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
+from .. import contracts
 from .. import fsio as _fsio
 from ..errors import UsageError
+from ..fsio import atomic_write_text  # noqa: F401  (re-exported)
 from ..fsio import fsync_dir  # noqa: F401  (re-exported)
+from ..fsio import utcnow as now_iso  # noqa: F401  (re-exported)
 
 COMPLETE = ".complete"
 LOCK = ".lock"
@@ -65,19 +67,6 @@ def op_dirname(op: str) -> str:
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", op).strip(".") or "op"
     digest = hashlib.blake2b(op.encode("utf-8"), digest_size=4).hexdigest()
     return f"{safe[:80]}-{digest}"
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def atomic_write_text(path: os.PathLike | str, text: str, *, fsync: bool = True) -> None:
-    """Journal writes are durable: temp file, fsync, os.replace, fsync of the folder."""
-    _fsio.atomic_write_text(path, text, fsync=fsync)
-
-
-def atomic_write_json(path: os.PathLike | str, obj, *, fsync: bool = True) -> None:
-    _fsio.atomic_write_json(path, obj, fsync=fsync)
 
 
 def read_json(path: os.PathLike | str) -> dict | None:
@@ -228,7 +217,7 @@ class Journal:
             if not marker.is_file() or json_problem(d / RESULT, ("status",)) is not None:
                 continue
             mark = read_json(marker) or {}
-            result = read_json(d / RESULT) or {}
+            result = contracts.read(contracts.RESULT, d / RESULT) or {}  # a newer one raises
             op = mark.get("op") or result.get("op") or d.name
             result.setdefault("op", op)
             done[op] = OpRecord.from_result(result, self.rel(d))
@@ -292,19 +281,19 @@ class Journal:
         """Write the op's final result.json, then its ``.complete`` marker (last)."""
         d = self.op_dir(op)
         d.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(d / RESULT, result)
-        atomic_write_json(d / COMPLETE, {"op": op, "status": result.get("status"), "finished_at": now_iso()})
+        contracts.write(contracts.RESULT, d / RESULT, result)
+        _fsio.atomic_write_json(d / COMPLETE, {"op": op, "status": result.get("status"), "finished_at": now_iso()}, fsync=True)
         return OpRecord.from_result(result, self.rel(d))
 
     # -- run level files -----------------------------------------------------
     def write_status(self, records: Iterable[OpRecord]) -> None:
-        atomic_write_text(self.root / STATUS_CSV, format_status_csv(records))
+        atomic_write_text(self.root / STATUS_CSV, format_status_csv(records), fsync=True)
 
     def read_identity(self) -> dict | None:
-        return read_json(self.root / IDENTITY)
+        return contracts.read(contracts.RUN_IDENTITY, self.root / IDENTITY)
 
     def write_identity(self, identity: dict) -> None:
-        atomic_write_json(self.root / IDENTITY, identity)
+        contracts.write(contracts.RUN_IDENTITY, self.root / IDENTITY, identity)
 
 
 def record_dict(r: OpRecord) -> dict:

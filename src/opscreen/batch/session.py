@@ -239,7 +239,6 @@ class BatchRunner:
         sessions = list(prev.get("sessions") or [])
         sessions.append({"pid": os.getpid(), "started_at": now_iso(), "argv": list(c.argv), "devices": list(c.devices)})
         return {
-            "schema": "opscreen.identity/1",
             "kind": "run",
             "caliber": caliber,
             "batch": {
@@ -608,7 +607,6 @@ class BatchRunner:
         device = last.device if last else lane
         stolen = self.sched.stolen.get(task.op) if self.sched else None
         result = {
-            "schema": 1,
             "op": task.op,
             "status": status,
             "exit_code": last.exit_code if last else None,
