@@ -239,3 +239,13 @@ def test_contracts_imports_only_the_standard_library():
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "opscreen.contracts" in res.stdout.split()
+
+
+def test_op_replay_from_a_newer_child_config(tmp_path, cli):
+    first = tmp_path / "first"
+    first.mkdir()
+    (first / "child_config.json").write_text(json.dumps({"schema": 3, "op": "abs", "settings": {"op": "abs"}}))
+    again = tmp_path / "again"
+    _one_line_exit_2(cli("op", "--out", again, env={"REPLAY_FROM": str(first)}, cwd=tmp_path),
+                     "REPLAY_FROM", "child_config.json", "schema 3")
+    assert not again.exists()

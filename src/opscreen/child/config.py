@@ -78,7 +78,8 @@ def load(path: str | None = None) -> dict:
     ``path`` defaults to ``$OPSCREEN_CHILD_CONFIG``; unset or empty gives ``{}``.
     A named file that cannot be read or is not a JSON object raises
     :class:`ConfigError`: a run the harness configured must not silently run
-    with different settings.
+    with different settings. So does a file written by a newer opscreen; an older
+    one is migrated (``opscreen.contracts``).
     """
     path = path if path is not None else os.environ.get(ENV_CONFIG, "")
     if not path:

@@ -160,7 +160,7 @@ class Summary:
 
     def to_json_text(self) -> str:
         head = {
-            "version": self.version,
+            contracts.SUMMARY.field: self.version,
             "kind": SUMMARY_KIND,
             "summary_of": self.kind,
             "name": self.name,
