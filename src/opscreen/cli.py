@@ -14,6 +14,7 @@ import sys
 import threading
 
 from . import __version__
+from .contracts import ContractError
 from .errors import OpscreenError, UsageError
 from .fsio import is_storage_error, write_error
 
@@ -97,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         sys.stderr.write(f"opscreen {args.command}: {exc}\n")
         return exc.exit_code
-    except OpscreenError as exc:
+    except (OpscreenError, ContractError) as exc:
         sys.stderr.write(f"opscreen {args.command}: {exc}\n")
         return exc.exit_code
     except KeyboardInterrupt:

@@ -15,8 +15,15 @@ import json
 import os
 import stat
 import tempfile
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+
+def utcnow() -> str:
+    """Now, as every file and banner of opscreen writes it: ISO 8601 UTC, to the second
+    (``2026-11-30T17:32:14+00:00``)."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def _umask() -> int:

@@ -39,13 +39,15 @@ import os
 import re
 import shutil
 from dataclasses import asdict, dataclass, fields
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
+from .. import contracts
 from .. import fsio as _fsio
 from ..errors import UsageError
+from ..fsio import atomic_write_text  # noqa: F401  (re-exported)
 from ..fsio import fsync_dir  # noqa: F401  (re-exported)
+from ..fsio import utcnow as now_iso  # noqa: F401  (re-exported)
 
 COMPLETE = ".complete"
 LOCK = ".lock"
@@ -65,19 +67,6 @@ def op_dirname(op: str) -> str:
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", op).strip(".") or "op"
     digest = hashlib.blake2b(op.encode("utf-8"), digest_size=4).hexdigest()
     return f"{safe[:80]}-{digest}"
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def atomic_write_text(path: os.PathLike | str, text: str, *, fsync: bool = True) -> None:
-    """Journal writes are durable: temp file, fsync, os.replace, fsync of the folder."""
-    _fsio.atomic_write_text(path, text, fsync=fsync)
-
-
-def atomic_write_json(path: os.PathLike | str, obj, *, fsync: bool = True) -> None:
-    _fsio.atomic_write_json(path, obj, fsync=fsync)
 
 
 def read_json(path: os.PathLike | str) -> dict | None:
@@ -228,7 +217,7 @@ class Journal:
             if not marker.is_file() or json_problem(d / RESULT, ("status",)) is not None:
                 continue
             mark = read_json(marker) or {}
-            result = read_json(d / RESULT) or {}
+            result = contracts.read(contracts.RESULT, d / RESULT) or {}  # a newer one raises
             op = mark.get("op") or result.get("op") or d.name
             result.setdefault("op", op)
             done[op] = OpRecord.from_result(result, self.rel(d))
@@ -292,8 +281,8 @@ class Journal:
         """Write the op's final result.json, then its ``.complete`` marker (last)."""
         d = self.op_dir(op)
         d.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(d / RESULT, result)
-        atomic_write_json(d / COMPLETE, {"op": op, "status": result.get("status"), "finished_at": now_iso()})
+        contracts.write(contracts.RESULT, d / RESULT, result)
+        _fsio.atomic_write_json(d / COMPLETE, {"op": op, "status": result.get("status"), "finished_at": now_iso()}, fsync=True)
         return OpRecord.from_result(result, self.rel(d))
 
     def keep_attempt_log(self, op: str, out_dir: Path, n: int) -> str | None:
@@ -313,13 +302,13 @@ class Journal:
 
     # -- run level files -----------------------------------------------------
     def write_status(self, records: Iterable[OpRecord]) -> None:
-        atomic_write_text(self.root / STATUS_CSV, format_status_csv(records))
+        atomic_write_text(self.root / STATUS_CSV, format_status_csv(records), fsync=True)
 
     def read_identity(self) -> dict | None:
-        return read_json(self.root / IDENTITY)
+        return contracts.read(contracts.RUN_IDENTITY, self.root / IDENTITY)
 
     def write_identity(self, identity: dict) -> None:
-        atomic_write_json(self.root / IDENTITY, identity)
+        contracts.write(contracts.RUN_IDENTITY, self.root / IDENTITY, identity)
 
 
 def record_dict(r: OpRecord) -> dict:
@@ -335,8 +324,7 @@ def op_result(state, *, status: str, error: str | None, backend: str, node: str 
     :class:`~.attempts.OpState`): the one place its fields are assembled."""
     last = state.attempts[-1] if state.attempts else None
     final_out = state.last_outcome or {}
-    result = {
-        "schema": 1,
+    result = {  # contracts.write stamps the version
         "op": state.op,
         "status": status,
         "exit_code": last.exit_code if last else None,
@@ -389,8 +377,7 @@ def run_identity(cfg, prev: dict | None) -> dict:
         caliber = prev["caliber"]
     sessions = list(prev.get("sessions") or [])
     sessions.append({"pid": os.getpid(), "started_at": now_iso(), "argv": list(c.argv), "devices": list(c.devices)})
-    return {
-        "schema": "opscreen.identity/1",
+    return {  # contracts.write stamps the version
         "kind": "run",
         "caliber": caliber,
         "batch": {
@@ -450,7 +437,7 @@ def identity_device_name(identity: dict, dirs: list[Path], dtypes: list[str] | N
     if cal.get("device_name"):
         return False
     for d in dirs:
-        ident = read_json(d / IDENTITY) or {}
+        ident = contracts.read(contracts.RUN_IDENTITY, d / IDENTITY) or {}
         ocal = ident.get("caliber") or {}
         name = ocal.get("device_name") or ident.get("device_name")
         if name:

@@ -17,8 +17,10 @@ import os
 import sys
 from typing import Any, NoReturn
 
+from .. import contracts
+
 ENV_CONFIG = "OPSCREEN_CHILD_CONFIG"
-SCHEMA = 1
+SCHEMA = contracts.CHILD_CONFIG.version
 
 EXIT_DEVICE_FATAL = 86
 FATAL_PREFIX = "OPSCREEN-FATAL:"
@@ -76,7 +78,8 @@ def load(path: str | None = None) -> dict:
     ``path`` defaults to ``$OPSCREEN_CHILD_CONFIG``; unset or empty gives ``{}``.
     A named file that cannot be read or is not a JSON object raises
     :class:`ConfigError`: a run the harness configured must not silently run
-    with different settings.
+    with different settings. So does a file written by a newer opscreen; an older
+    one is migrated (``opscreen.contracts``).
     """
     path = path if path is not None else os.environ.get(ENV_CONFIG, "")
     if not path:
@@ -89,10 +92,13 @@ def load(path: str | None = None) -> dict:
                 data = json.load(fh)
             if not isinstance(data, dict):
                 raise ConfigError(f"{ENV_CONFIG}={path}: expected a JSON object, got {type(data).__name__}")
+            data = contracts.upgrade(contracts.CHILD_CONFIG, data, path)
             _cache[path] = (mtime, data)
             hit = _cache[path]
     except ConfigError:
         raise
+    except contracts.ContractError as exc:
+        raise ConfigError(f"{ENV_CONFIG}={path}: {exc}") from exc
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{ENV_CONFIG}={path}: cannot read the child config: {exc}") from exc
     return json.loads(json.dumps(hit[1]))

@@ -9,19 +9,18 @@ device model, suite commit).
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import socket
 import subprocess
 import sys
-from datetime import datetime, timezone
-
 import pytest
 
+from .. import contracts
+from ..fsio import utcnow as _now
 from . import config as _config
 
-SCHEMA = "opscreen.identity/1"
+SCHEMA = contracts.RUN_IDENTITY.tag()
 _IDENT: dict = {}
 
 # Recorded from the child's environment, with the visible-device keys the harness
@@ -63,10 +62,6 @@ def tuning_caches(environ=None) -> dict:
 
 
 _CACHES_AT_START = tuning_caches()
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def _dist_version(name: str):
@@ -201,11 +196,7 @@ def build(cfg: dict) -> dict:
 
 
 def write(ident: dict, path: str) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(ident, fh, indent=2, default=str)
-        fh.write("\n")
-    os.replace(tmp, path)
+    contracts.write(contracts.RUN_IDENTITY, path, ident, fsync=False)
 
 
 @pytest.hookimpl(trylast=True)

@@ -59,13 +59,17 @@ def _env(name: str) -> str | None:
 
 
 def load_replay(path: str) -> dict:
+    from .. import contracts
+
     p = check_path(path, "REPLAY_FROM")
     cfg = p / "child_config.json"
     if not cfg.is_file():
         raise UsageError(f"REPLAY_FROM {p}: no child_config.json there (give the output dir of an earlier 'opscreen op')")
     try:
-        return json.loads(read_input(cfg, "REPLAY_FROM"))["settings"]
-    except (ValueError, KeyError, TypeError):
+        return contracts.upgrade(contracts.CHILD_CONFIG, json.loads(read_input(cfg, "REPLAY_FROM")), cfg)["settings"]
+    except contracts.NewerVersion as exc:
+        raise UsageError(f"REPLAY_FROM {p}: {exc}") from None
+    except (ValueError, KeyError, TypeError, contracts.Damaged):
         raise UsageError(f"REPLAY_FROM {p}: child_config.json is unreadable or from another version") from None
 
 

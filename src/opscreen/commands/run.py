@@ -337,9 +337,10 @@ def _explicit(args) -> dict:
 
 
 def _load_settings(run_dir: Path, what: str) -> dict:
-    from ..batch.journal import IDENTITY, json_problem, read_json
+    from .. import contracts
+    from ..batch.journal import IDENTITY, json_problem
 
-    ident = read_json(run_dir / IDENTITY)
+    ident = contracts.read(contracts.RUN_IDENTITY, run_dir / IDENTITY)  # a newer one: one line, exit 2
     problem = json_problem(run_dir / IDENTITY)
     if problem not in (None, "missing"):
         raise UsageError(f"{what} {run_dir}: its run_identity.json is damaged ({problem}); the run's settings cannot be read")

@@ -196,7 +196,8 @@ def run_repeated(req, out_dir: Path, run_once: Callable[..., Any], *, stop: thre
                  echo: Callable[[str], None] | None = None):
     """Run ``req`` ``req.repeats`` times with ``run_once(req, dir, stop=, echo=)`` and
     write the merged op files into ``out_dir``; returns the op's outcome."""
-    from .run import clear_owned, utcnow
+    from ..fsio import utcnow
+    from .run import clear_owned
 
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -271,26 +272,18 @@ def _series(req, out_dir: Path, n: int, run_once, say, stop, echo):
 
 def _write_op_files(req, out_dir: Path, outcome, block: dict) -> None:
     """The op's identity (repeat 1's, with the repeats block), child config and result."""
+    from .. import contracts
     from ..fsio import atomic_write_text
-    from .run import write_json_atomic
+    from .run import op_result
 
-    ident = None
-    if block["ran"]:
-        try:
-            ident = json.loads((repeat_dir(out_dir, 1) / "run_identity.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            ident = None
-    if isinstance(ident, dict):
+    ident = contracts.read(contracts.RUN_IDENTITY, repeat_dir(out_dir, 1) / "run_identity.json") if block["ran"] else None
+    if ident is not None:
         ident["repeats"] = block
         ident["outcome"] = outcome.status
         ident["duration_s"] = round(outcome.duration_s, 3)
-        write_json_atomic(out_dir / "run_identity.json", ident)
+        contracts.write(contracts.RUN_IDENTITY, out_dir / "run_identity.json", ident)
     config = repeat_dir(out_dir, 1) / "child_config.json"  # what --replay-from reads
     if config.is_file():
         atomic_write_text(out_dir / "child_config.json", config.read_text(encoding="utf-8"))
-    write_json_atomic(
-        out_dir / "result.json",
-        {"schema": 1, "op": req.op, "node": req.target.describe(), "device": req.device, "backend": req.backend.name,
-         **outcome.as_dict()},
-    )
+    contracts.write(contracts.RESULT, out_dir / "result.json", op_result(req, outcome))
     return outcome

@@ -11,7 +11,6 @@ complete ``run_identity.json`` and write ``result.json``.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -21,7 +20,6 @@ import socket
 import threading
 from collections import deque
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
@@ -29,7 +27,8 @@ from .. import __version__
 from ..backends import Backend, all_visible_keys
 from ..child.config import EXIT_DEVICE_FATAL, FATAL_PREFIX, TIMING_DEFAULTS, TIMING_ENV, caliber, coerce_timing
 from ..errors import UsageError
-from ..fsio import atomic_write_json
+from .. import contracts
+from ..fsio import utcnow
 from ..measure import MeasureSettings
 from .plan import planned_timer, plugin_plan, pytest_args
 from .process import OutputError, run_streaming
@@ -52,10 +51,6 @@ _ANSI_RX = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)
 
 def strip_ansi(text: str) -> str:
     return _ANSI_RX.sub("", text)
-
-
-def utcnow() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 @dataclass
@@ -310,10 +305,6 @@ def _opt(name: str, value: str) -> str:
     return f"{name}={value}"
 
 
-def write_json_atomic(path: Path, obj) -> None:
-    atomic_write_json(path, obj, fsync=True)
-
-
 _ERR_PATTERNS = [
     re.compile(r"^" + re.escape(FATAL_PREFIX) + r".*"),
     re.compile(r"^E\s+((?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt|Failed|Exit)\b.*)"),
@@ -456,7 +447,6 @@ def run_once(
     shim = python_shim(out_dir)
     argv, addopts = build_argv(req, shape_file, timer)
     config = {
-        "schema": 1,
         "op": req.op,
         "marker": req.target.marker_expr,
         "node": req.target.describe(),
@@ -495,7 +485,7 @@ def run_once(
         "pytest_addopts": addopts,
         "settings": req.settings(),
     }
-    write_json_atomic(config_path, config)
+    config = contracts.write(contracts.CHILD_CONFIG, config_path, config)
     env = child_env(req, config_path, shim)
     env["PYTEST_ADDOPTS"] = " ".join(filter(None, [shlex.join(addopts), os.environ.get("PYTEST_ADDOPTS", "")]))
 
@@ -547,11 +537,14 @@ def run_once(
         for line in banner_end(outcome):
             emit(line + "\n")
     finish_identity(config, outcome)
-    write_json_atomic(
-        out_dir / "result.json",
-        {"schema": 1, "op": req.op, "node": req.target.describe(), "device": req.device, "backend": req.backend.name, **outcome.as_dict()},
-    )
+    contracts.write(contracts.RESULT, out_dir / "result.json", op_result(req, outcome))
     return outcome
+
+
+def op_result(req: OpRequest, outcome: OpOutcome) -> dict:
+    """The op's ``result.json`` (without its version: :func:`opscreen.contracts.write` adds it)."""
+    return {"op": req.op, "node": req.target.describe(), "device": req.device, "backend": req.backend.name,
+            **outcome.as_dict()}
 
 
 def planned_timing(backend: Backend) -> dict:
@@ -597,24 +590,18 @@ def banner_end(o: OpOutcome) -> list[str]:
 
 def finish_identity(config: dict, outcome: OpOutcome) -> None:
     path = Path(config["identity_path"])
-    ident = None
-    if path.is_file():
-        try:
-            ident = json.loads(path.read_text(encoding="utf-8"))
-        except ValueError:
-            ident = None
-    if not isinstance(ident, dict):
+    ident = contracts.read(contracts.RUN_IDENTITY, path)  # None: missing or damaged
+    if ident is None:
         ident = identity_from_config(config)
     ident["finished_at"] = utcnow()
     ident["outcome"] = outcome.status
     ident["duration_s"] = round(outcome.duration_s, 3)
-    write_json_atomic(path, ident)
+    contracts.write(contracts.RUN_IDENTITY, path, ident)
 
 
 def identity_from_config(config: dict) -> dict:
     """The identity the harness can vouch for when the child never wrote one."""
     return {
-        "schema": "opscreen.identity/1",
         "kind": "op",
         "child_reported": False,
         "caliber": caliber(config),

@@ -4,17 +4,9 @@ from __future__ import annotations
 
 import csv
 import io
-from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from ..fsio import atomic_write_text, read_json
-
-__all__ = ["write_atomic", "read_json", "csv_text", "fmt_num"]
-
-
-def write_atomic(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` atomically (``opscreen.fsio``)."""
-    return atomic_write_text(path, text)
+__all__ = ["csv_text", "fmt_num"]
 
 
 def fmt_num(v: Any) -> str:

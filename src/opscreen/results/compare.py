@@ -49,7 +49,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..errors import UsageError, read_input
-from ._io import csv_text, write_atomic
+from ..fsio import atomic_write_text
+from ._io import csv_text
 from ..tables import table, to_text
 from .summary import COL, Summary
 
@@ -345,7 +346,7 @@ class Comparison:
         return csv_text(CSV_COLUMNS, (cells(r) for r in self.sorted_rows()), bool_columns=())
 
     def write_csv(self, path: str | Path) -> Path:
-        return write_atomic(path, self.to_csv_text())
+        return atomic_write_text(path, self.to_csv_text())
 
 
 def _noise(t_rsd: Any, l_rsd: Any, metric: str) -> float | None:

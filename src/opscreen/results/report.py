@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import quote
 
 from .. import __version__
-from ._io import write_atomic
+from ..fsio import atomic_write_text
 from .compare import Comparison, _moved_list, _show
 from .summary import COL, Summary
 
@@ -539,4 +539,4 @@ def render_report(s: Summary, out_path: str | Path, comparison: Comparison | Non
 
 
 def write_report(s: Summary, out_path: str | Path, comparison: Comparison | None = None) -> Path:
-    return write_atomic(out_path, render_report(s, out_path, comparison))
+    return atomic_write_text(out_path, render_report(s, out_path, comparison))

@@ -27,7 +27,9 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..errors import UsageError
-from ._io import csv_text, read_json, write_atomic
+from .. import contracts
+from ..fsio import atomic_write_text
+from ._io import csv_text
 from ..op.repeats import REPEAT_DIR
 from ..tables import table, to_text
 from .parse import CaseRow, ParsedLog, merge_rows, parse_record_json, parse_record_log, parse_run_log
@@ -49,7 +51,8 @@ __all__ = [
 ]
 
 # 2: ``test`` holds the test function, ``variant`` what version 1 held in ``test``
-SUMMARY_VERSION = 2
+# (the migration from 1: opscreen.contracts.summary_update_to_2)
+SUMMARY_VERSION = contracts.SUMMARY.version
 SUMMARY_KIND = "opscreen.summary"
 
 COLUMNS = [
@@ -157,7 +160,7 @@ class Summary:
 
     def to_json_text(self) -> str:
         head = {
-            "version": self.version,
+            contracts.SUMMARY.field: self.version,
             "kind": SUMMARY_KIND,
             "summary_of": self.kind,
             "name": self.name,
@@ -222,8 +225,8 @@ def resolve_run(path: str | Path) -> tuple[str, Path, list[tuple[str, Path]]]:
                     ops.append((entry.name, Path(entry.path)))
         return "run", root, ops
     if any((root / n).is_file() for n in ("run.log", "result.json", "record.log", "run_identity.json")):
-        res = read_json(root / "result.json") or {}
-        cfg = read_json(root / "child_config.json") or {}
+        res = contracts.read(contracts.RESULT, root / "result.json") or {}
+        cfg = contracts.read(contracts.CHILD_CONFIG, root / "child_config.json") or {}
         op = res.get("op") or cfg.get("op") or root.resolve().name
         return "op", root, [(str(op), root)]
     raise UsageError(
@@ -334,9 +337,9 @@ def _summarize_op(
     status_line: dict | None,
     run_identity: dict,
 ) -> tuple[OpSummary, list[list]]:
-    result = read_json(op_dir / "result.json") if op_dir is not None else None
+    result = contracts.read(contracts.RESULT, op_dir / "result.json") if op_dir is not None else None
     result = result if isinstance(result, dict) else {}
-    ident = read_json(op_dir / "run_identity.json") if op_dir is not None else None
+    ident = contracts.read(contracts.RUN_IDENTITY, op_dir / "run_identity.json") if op_dir is not None else None
     ident = ident if isinstance(ident, dict) else {}
     line = status_line or {}
     status = _s(line.get("status")) or _s(result.get("status")) or ("incomplete" if op_dir is not None else "unknown")
@@ -411,7 +414,7 @@ def test_name(node: str | None) -> str:
 def build_summary(path: str | Path) -> Summary:
     """Read a run directory or an op directory into a :class:`Summary`."""
     kind, root, op_dirs = resolve_run(path)
-    run_identity = read_json(root / "run_identity.json")
+    run_identity = contracts.read(contracts.RUN_IDENTITY, root / "run_identity.json")
     run_identity = run_identity if isinstance(run_identity, dict) else {}
     status_lines = _read_ops_status(root) if kind == "run" else {}
     ops: list[OpSummary] = []
@@ -422,7 +425,7 @@ def build_summary(path: str | Path) -> Summary:
     first_op_identity: dict = {}
     for op, d in entries:
         if d is not None and not first_op_identity and not run_identity:
-            ident = read_json(d / "run_identity.json")
+            ident = contracts.read(contracts.RUN_IDENTITY, d / "run_identity.json")
             if isinstance(ident, dict):
                 first_op_identity = ident
         info, r = _summarize_op(op, d, root, status_lines.get(op), run_identity)
@@ -444,8 +447,8 @@ def write_summary(summary: Summary, out_dir: str | Path | None = None) -> tuple[
     out = Path(out_dir) if out_dir is not None else summary.path
     if out is None:
         raise UsageError("no output folder for the summary: pass --out DIR")
-    c = write_atomic(out / "summary.csv", summary.to_csv_text())
-    j = write_atomic(out / "summary.json", summary.to_json_text())
+    c = atomic_write_text(out / "summary.csv", summary.to_csv_text())
+    j = atomic_write_text(out / "summary.json", summary.to_json_text())
     return c, j
 
 
@@ -463,21 +466,19 @@ def load_summary(path: str | Path) -> Summary:
         raise UsageError(f"{p} is not valid JSON ({exc}): re-run 'opscreen summary {p.parent}'") from None
     if not isinstance(obj, dict) or obj.get("kind") != SUMMARY_KIND:
         raise UsageError(f"{p} is not an opscreen summary")
-    if obj.get("version") not in (1, SUMMARY_VERSION):
-        raise UsageError(
-            f"{p} has summary version {obj.get('version')!r}, this opscreen reads versions 1 to {SUMMARY_VERSION}: "
-            f"re-run 'opscreen summary {p.parent}'"
-        )
+    if "version" not in obj:
+        obj = {**obj, "version": None}  # a summary always says its version
+    try:
+        obj = contracts.upgrade(contracts.SUMMARY, obj, p)  # version 1 -> 2: contracts.summary_update_to_2
+    except contracts.NewerVersion as exc:
+        raise UsageError(str(exc)) from None
+    except contracts.Damaged as exc:
+        raise UsageError(f"{exc}: re-run 'opscreen summary {p.parent}'") from None
     cols = list(obj.get("columns") or COLUMNS)
     rows = obj.get("rows") or []
-    if obj["version"] == 1 and "variant" not in cols and "test" in cols:
-        cols[cols.index("test")] = "variant"  # version 1's test was the variant; it named no test
     if cols != COLUMNS:
         idx = [cols.index(c) if c in cols else None for c in COLUMNS]
         rows = [[(r[i] if i is not None else None) for i in idx] for r in rows]
-    if obj["version"] == 1:
-        for r in rows:
-            r[COL["test"]] = ""
     known = set(OpSummary.__dataclass_fields__)
     ops = [OpSummary(**{k: v for k, v in o.items() if k in known}) for o in obj.get("ops") or []]
     return Summary(
