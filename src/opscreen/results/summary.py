@@ -28,7 +28,7 @@ from typing import Any, Iterable
 
 from ..errors import UsageError
 from ._io import csv_text, read_json, write_atomic
-from ..op.repeats import REPEAT_DIR
+from .records import REPEAT_DIR
 from ..tables import table, to_text
 from .parse import CaseRow, ParsedLog, merge_rows, parse_record_json, parse_record_log, parse_run_log
 
