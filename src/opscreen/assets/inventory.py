@@ -14,7 +14,7 @@ every test the scan found for it, in every checkout that has it; otherwise
 ``disagreements`` entry of one line.
 
 The harness process never imports the suite (nor torch): collection runs in a
-subprocess through :func:`opscreen.op.process.run_capture`.
+subprocess through :func:`opscreen.procgroup.run_capture`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from ..errors import UsageError, read_input
 from ..gitinfo import suite_revision
-from ..op.process import run_capture
+from ..procgroup import run_capture
 from ..providers.markers import BUILTIN_MARKS, FileInfo, op_index, scan_suite, suite_files
 
 SCHEMA = "opscreen.inventory/1"
