@@ -204,6 +204,11 @@ def _int(v: Any) -> int | None:
             return None
 
 
+# public names for the other readers of record fields (results/records.py)
+finite_or_none = _fin
+int_or_none = _int
+
+
 class _Occurrences:
     """Counts repeats of (op, dtype, shape) within one file, in order."""
 

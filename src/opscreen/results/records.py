@@ -27,7 +27,7 @@ from typing import Any
 
 from ..child.timed_value import FALLBACK_PREFIX
 from ..fsio import atomic_write_text
-from .parse import _fin, _int, key_of, record_entries
+from .parse import finite_or_none, int_or_none, key_of, record_entries
 
 REPEAT_DIR = "repeats"
 MEDIAN_FIELDS = ("latency_base", "latency", "gbps_base", "gbps", "tflops", "utilization")
@@ -101,7 +101,7 @@ def _timer_tag(values: list) -> Any:
 
 def merge_metrics(metrics: list[dict]) -> dict:
     """One case as measured by several processes -> one row (see the module doc)."""
-    measured = [m for m in metrics if _fin(m.get("latency")) is not None or _fin(m.get("speedup")) is not None]
+    measured = [m for m in metrics if finite_or_none(m.get("latency")) is not None or finite_or_none(m.get("speedup")) is not None]
     if not measured:
         out = dict(metrics[0])
         out["repeats"] = 0
@@ -109,30 +109,30 @@ def merge_metrics(metrics: list[dict]) -> dict:
     out = dict(measured[0])
     out["error_msg"] = None
     for name in MEDIAN_FIELDS:
-        vals = [_fin(m.get(name)) for m in measured]
+        vals = [finite_or_none(m.get(name)) for m in measured]
         vals = [v for v in vals if v is not None]
         if vals:
             out[name] = statistics.median(vals)
     speedups = []
     for m in measured:
-        s = _fin(m.get("speedup"))
+        s = finite_or_none(m.get("speedup"))
         if s is None:
-            b, l = _fin(m.get("latency_base")), _fin(m.get("latency"))
+            b, l = finite_or_none(m.get("latency_base")), finite_or_none(m.get("latency"))
             s = b / l if b is not None and l else None
         if s is not None:
             speedups.append(s)
     if speedups:
         out["speedup"] = statistics.median(speedups)
     for suffix, latency_field in SIDES:
-        samples = [n for n in (_int(m.get("samples" + suffix)) for m in measured) if n is not None]
+        samples = [n for n in (int_or_none(m.get("samples" + suffix)) for m in measured) if n is not None]
         if samples:
             out["samples" + suffix] = sum(samples)
-        rsds = [v for v in (_fin(m.get("rsd" + suffix)) for m in measured) if v is not None]
+        rsds = [v for v in (finite_or_none(m.get("rsd" + suffix)) for m in measured) if v is not None]
         if rsds:
             out["rsd" + suffix] = statistics.median(rsds)
         if ("timer" + suffix) in out:
             out["timer" + suffix] = _timer_tag([m.get("timer" + suffix) for m in measured])
-        out["spread" + suffix] = _spread([_fin(m.get(latency_field)) for m in measured])
+        out["spread" + suffix] = _spread([finite_or_none(m.get(latency_field)) for m in measured])
     out["speedup_spread"] = _spread(speedups)
     out["repeats"] = len(measured)
     return out
