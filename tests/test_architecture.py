@@ -39,7 +39,8 @@ LONG_FUNCTIONS_ALLOWED = {
 EDGES_ALLOWED = {
     # (importer, imported): owner and what lands to remove it
     ("opscreen.op.repeats", "opscreen.op.run"):
-        "A/B: OpOutcome, EXIT_INTERRUPTED -> op/request.py (A); utcnow, write_json_atomic -> fsio/contracts (B)",
+        "A/B: op/repeats.py still takes OpOutcome, EXIT_INTERRUPTED (A moves them to op/request.py), "
+        "utcnow, write_json_atomic (B: fsio/contracts) and, after B, op_result from op/run.py (move it beside OpOutcome)",
 }
 
 
