@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from opscreen.errors import UsageError
-from opscreen.op.repeats import merge_metrics, merge_record_texts, validate_repeats
+from opscreen.op.repeats import validate_repeats
+from opscreen.results.records import merge_metrics, merge_record_texts
 from opscreen.results.compare import Verdict, compare_summaries
 from opscreen.results.parse import parse_record_log, parse_record_log_text
 from opscreen.results.summary import COLUMNS, Summary, build_summary, format_summary

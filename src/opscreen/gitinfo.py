@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Mapping, Optional
 
 from .errors import UsageError
-from .op.process import run_capture
+from .procgroup import run_capture
 
 ENV_DECLARED = "OPSCREEN_SUITE_COMMIT"
 _SHA = re.compile(r"^[0-9a-f]{7,40}$")

@@ -14,7 +14,7 @@ every test the scan found for it, in every checkout that has it; otherwise
 ``disagreements`` entry of one line.
 
 The harness process never imports the suite (nor torch): collection runs in a
-subprocess through :func:`opscreen.op.process.run_capture`.
+subprocess through :func:`opscreen.procgroup.run_capture`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from ..errors import UsageError, read_input
 from ..gitinfo import suite_revision
-from ..op.process import run_capture
+from ..procgroup import run_capture
 from ..providers.markers import BUILTIN_MARKS, FileInfo, op_index, scan_suite, suite_files
 
 SCHEMA = "opscreen.inventory/1"
@@ -481,6 +481,24 @@ def _one_or_list(values: Iterable[str | None]) -> str | list[str] | None:
 
 def inventory_dict(inv: Inventory, portable: bool = False) -> dict:
     """The inventory as plain data, in the order it is written."""
+    per_op, confirmed_all = _tests_per_op(inv)
+    names = [co.name for co in inv.checkouts]
+    ops = {op: _op_entry(inv, per_op[op], confirmed_all[op], names) for op in sorted(per_op)}
+    checkouts = [_checkout_entry(inv, co, portable) for co in inv.checkouts]
+    return {
+        "schema": SCHEMA,
+        "generated_by": f"opscreen {inv.opscreen_version}",
+        "generated_at": inv.generated_at,
+        "checkouts": checkouts,
+        "summary": _summary_entry(inv, ops),
+        "ops": ops,
+        "disagreements": [_Flow.dict(d.as_dict()) for d in inv.disagreements],
+    }
+
+
+def _tests_per_op(inv: Inventory) -> tuple[dict[str, dict], dict[str, dict[str, bool]]]:
+    """Per op: the tests of each checkout that carry its marker (the scan's, then those
+    only collection saw), and per checkout whether collection confirmed the op."""
     per_op: dict[str, dict] = {}
     confirmed_all: dict[str, dict[str, bool]] = {}
     for co in inv.checkouts:
@@ -501,95 +519,93 @@ def inventory_dict(inv: Inventory, portable: bool = False) -> dict:
                             entry = per_op.setdefault(m, {"checkouts": {}, "tests": {}})
                             entry["checkouts"].setdefault(co.name, []).append(f"{path}::{qual}")
                             confirmed_all.setdefault(m, {})[co.name] = True
-    ops: dict[str, dict] = {}
-    names = [co.name for co in inv.checkouts]
-    for op in sorted(per_op):
-        entry = per_op[op]
-        have = [n for n in names if n in entry["checkouts"]]
-        all_tests = sorted({t for n in have for t in entry["checkouts"][n]})
-        infos = list(entry["tests"].values())
-        d: dict = {
-            "verified_by": "collect" if inv.collect and all(confirmed_all[op].get(n) for n in have) else "scan",
-            "checkouts": _Flow(have),
-            "files": sorted({t.split("::", 1)[0] for t in all_tests}),
-            "tests": all_tests,
-        }
-        if len(have) > 1 and any(sorted(entry["checkouts"][n]) != all_tests for n in have):
-            d["tests_by_checkout"] = {n: sorted(entry["checkouts"][n]) for n in have}
-        bench = _one_or_list(t.bench_class for t in infos)
-        dtypes = _one_or_list(t.dtypes_expr for t in infos)
-        if bench is not None:
-            d["bench_class"] = bench
-        if dtypes is not None:
-            d["dtypes"] = dtypes
-        ops[op] = d
+    return per_op, confirmed_all
 
-    checkouts = []
-    for co in inv.checkouts:
-        stems = [f.path for f in co.files if f.path.rsplit("/", 1)[-1][len("test_") : -len(".py")] not in f.markers]
-        unmarked = [f"{f.path}::{t.name}" for f in co.files for t in f.tests if not t.markers]
-        entry: dict = {
-            "name": co.name,
-            # portable: no machine paths in an inventory kept as data (the folder's and the
-            # interpreter's names only)
-            "path": co.root.name if portable else str(co.root),
-            "commit": co.commit,
-            "dirty": co.dirty,
-            "commit_source": co.commit_source,
-            "python": os.path.basename(co.python) if portable else co.python,
-            "files": len(co.files),
-            "tests": sum(len(f.tests) for f in co.files),
-            "ops": len(op_index(co.files)),
-            "files_without_tests": [f.path for f in co.files if not f.tests],
-            "files_whose_stem_is_not_a_marker": stems,
-            "tests_without_op_marker": unmarked,
-        }
-        coll = inv.collections.get(co.name)
-        if coll is None:
-            entry["collection"] = {"mode": "off"}
-        else:
-            counts: dict[str, int] = {}
-            for c in coll.values():
-                counts[c.status] = counts.get(c.status, 0) + 1
-            mode = "pytest --collect-only, " + (f"{inv.batch} files per process" if inv.batch > 1 else "per file")
-            if inv.stubs:
-                mode += ", with stand-ins for " + ", ".join(inv.stubs)
-            entry["collection"] = {
-                "mode": mode,
-                "timeout_s": inv.timeout_s,
-                "seconds": inv.seconds.get(f"{co.name}.collect"),
-                "files_ok": counts.get("ok", 0),
-                "files_error": counts.get("error", 0),
-                "files_timeout": counts.get("timeout", 0),
-                "files_skipped": counts.get("skipped", 0),
-                "items": sum(c.items for c in coll.values()),
-            }
-        checkouts.append(entry)
 
+def _op_entry(inv: Inventory, entry: dict, confirmed: dict[str, bool], names: list[str]) -> dict:
+    """One op's record: who vouches for it, its checkouts, files, tests, bench class, dtypes."""
+    have = [n for n in names if n in entry["checkouts"]]
+    all_tests = sorted({t for n in have for t in entry["checkouts"][n]})
+    infos = list(entry["tests"].values())
+    d: dict = {
+        "verified_by": "collect" if inv.collect and all(confirmed.get(n) for n in have) else "scan",
+        "checkouts": _Flow(have),
+        "files": sorted({t.split("::", 1)[0] for t in all_tests}),
+        "tests": all_tests,
+    }
+    if len(have) > 1 and any(sorted(entry["checkouts"][n]) != all_tests for n in have):
+        d["tests_by_checkout"] = {n: sorted(entry["checkouts"][n]) for n in have}
+    bench = _one_or_list(t.bench_class for t in infos)
+    dtypes = _one_or_list(t.dtypes_expr for t in infos)
+    if bench is not None:
+        d["bench_class"] = bench
+    if dtypes is not None:
+        d["dtypes"] = dtypes
+    return d
+
+
+def _checkout_entry(inv: Inventory, co: Checkout, portable: bool) -> dict:
+    """One checkout's record: where and what it is, what the scan found, how collection went."""
+    stems = [f.path for f in co.files if f.path.rsplit("/", 1)[-1][len("test_") : -len(".py")] not in f.markers]
+    unmarked = [f"{f.path}::{t.name}" for f in co.files for t in f.tests if not t.markers]
+    entry: dict = {
+        "name": co.name,
+        # portable: no machine paths in an inventory kept as data (the folder's and the
+        # interpreter's names only)
+        "path": co.root.name if portable else str(co.root),
+        "commit": co.commit,
+        "dirty": co.dirty,
+        "commit_source": co.commit_source,
+        "python": os.path.basename(co.python) if portable else co.python,
+        "files": len(co.files),
+        "tests": sum(len(f.tests) for f in co.files),
+        "ops": len(op_index(co.files)),
+        "files_without_tests": [f.path for f in co.files if not f.tests],
+        "files_whose_stem_is_not_a_marker": stems,
+        "tests_without_op_marker": unmarked,
+    }
+    coll = inv.collections.get(co.name)
+    entry["collection"] = {"mode": "off"} if coll is None else _collection_entry(inv, co, coll)
+    return entry
+
+
+def _collection_entry(inv: Inventory, co: Checkout, coll: dict) -> dict:
+    """How collection of one checkout went: its mode, time and per-status file counts."""
+    counts: dict[str, int] = {}
+    for c in coll.values():
+        counts[c.status] = counts.get(c.status, 0) + 1
+    mode = "pytest --collect-only, " + (f"{inv.batch} files per process" if inv.batch > 1 else "per file")
+    if inv.stubs:
+        mode += ", with stand-ins for " + ", ".join(inv.stubs)
+    return {
+        "mode": mode,
+        "timeout_s": inv.timeout_s,
+        "seconds": inv.seconds.get(f"{co.name}.collect"),
+        "files_ok": counts.get("ok", 0),
+        "files_error": counts.get("error", 0),
+        "files_timeout": counts.get("timeout", 0),
+        "files_skipped": counts.get("skipped", 0),
+        "items": sum(c.items for c in coll.values()),
+    }
+
+
+def _summary_entry(inv: Inventory, ops: dict[str, dict]) -> dict:
     n_collect = sum(1 for d in ops.values() if d["verified_by"] == "collect")
     return {
-        "schema": SCHEMA,
-        "generated_by": f"opscreen {inv.opscreen_version}",
-        "generated_at": inv.generated_at,
-        "checkouts": checkouts,
-        "summary": {
-            "ops": len(ops),
-            "verified_by_collect": n_collect,
-            "verified_by_scan": len(ops) - n_collect,
-            "disagreements": len(inv.disagreements),
-            "note": (
-                "verified_by: collect = pytest collection saw the marker on every test the scan found, "
-                "in every checkout; scan = the AST scan alone vouches for it"
-                + ("" if inv.collect else " (collection was not run)")
-                + (
-                    f"; collection imported stand-ins for {', '.join(inv.stubs)}, not the real library"
-                    if inv.stubs
-                    else ""
-                )
-            ),
-        },
-        "ops": ops,
-        "disagreements": [_Flow.dict(d.as_dict()) for d in inv.disagreements],
+        "ops": len(ops),
+        "verified_by_collect": n_collect,
+        "verified_by_scan": len(ops) - n_collect,
+        "disagreements": len(inv.disagreements),
+        "note": (
+            "verified_by: collect = pytest collection saw the marker on every test the scan found, "
+            "in every checkout; scan = the AST scan alone vouches for it"
+            + ("" if inv.collect else " (collection was not run)")
+            + (
+                f"; collection imported stand-ins for {', '.join(inv.stubs)}, not the real library"
+                if inv.stubs
+                else ""
+            )
+        ),
     }
 
 

@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
-from ..op.process import run_capture
+from ..procgroup import run_capture
 
 
 @dataclass(frozen=True)

@@ -332,125 +332,144 @@ def measure_graph(call: Callable[[], Any], settings: Settings, api: GraphAPI,
     ``fallback``. A device-fatal error calls ``exit_fn(kind, message)``
     (default: ``config.fatal_exit``, which does not return).
     """
-    phase = "warmup"
-    graph = None
+    run = _GraphRun(call, settings, api, sleep)
     try:
         with api.stream():
             api.synchronize()
-
-            def run_batch(k: int) -> float:
-                start, end = api.event(), api.event()
-                start.record()
-                for _ in range(k):
-                    call()
-                end.record()
-                api.synchronize()
-                return float(start.elapsed_time(end))
-
-            w = warm_up(run_batch, settings, clock)
-            want_flush = bool(settings.l2_flush and api.can_flush_l2())
-            flush = want_flush and settings.l2_flush_min_ms <= 0
-
-            phase = "capture"
-
-            def capture(n: int) -> None:
-                nonlocal graph
-                graph = api.new_graph()  # set first: a failed capture is dropped below
-
-                def body():
-                    for _ in range(n):
-                        call()
-
-                with api.rng_guard():
-                    api.capture(graph, body)
-
-            if flush:
-                n_calls = 1
-                capture(n_calls)
-            else:
-                # Size the sample from the *device* time per call, measured on a small
-                # probe graph: the eager warm-up time is mostly host launch overhead for
-                # small shapes (abs on 64x64: ~90 us eager, ~1 us on the device), and a
-                # graph sized from it would hold so few calls that the replay's own
-                # launch latency and jitter would swamp the kernel.
-                probe_n = max(1, min(PROBE_CALLS, calls_per_sample(w.ms_per_call, settings)))
-                capture(probe_n)
-                phase = "replay"
-                api.replay(graph)  # untimed: keeps the device busy while the timed ones queue
-                start, end = api.event(), api.event()
-                start.record()
-                for _ in range(PROBE_REPLAYS):
-                    api.replay(graph)
-                end.record()
-                api.synchronize()
-                device_ms = float(start.elapsed_time(end)) / (PROBE_REPLAYS * probe_n)
-                if want_flush and device_ms >= settings.l2_flush_min_ms:
-                    # long enough that one call per replay costs no accuracy: flush the L2
-                    # before each sample so every sample starts from the same cold cache
-                    flush, n_calls = True, 1
-                else:
-                    n_calls = calls_per_sample(device_ms, settings)
-                if n_calls != probe_n:
-                    phase = "capture"
-                    api.drop(graph)
-                    graph = None
-                    capture(n_calls)
-
-            phase = "replay"
-
-            rest = settings.rest_ratio
-
-            def timed_replay():
-                if flush:
-                    api.flush_l2()
-                start, end = api.event(), api.event()
-                start.record()
-                api.replay(graph)
-                end.record()
-                return start, end
-
-            def take(b: int) -> list:
-                if rest > 0:
-                    return take_rested(b)
-                api.replay(graph)  # untimed: keeps the device busy while the timed ones queue
-                pairs = [timed_replay() for _ in range(b)]
-                api.synchronize()
-                return [float(s.elapsed_time(e)) / n_calls for s, e in pairs]
-
-            def take_rested(b: int) -> list:
-                # Each sample: an untimed lead replay (the timed replay is launched while
-                # it runs, so no launch gap is timed), the timed replay, then the device
-                # idles rest x the busy time: a duty cycle of 1 / (1 + rest).
-                out = []
-                for _ in range(b):
-                    api.replay(graph)
-                    start, end = timed_replay()
-                    api.synchronize()
-                    ms = float(start.elapsed_time(end))
-                    out.append(ms / n_calls)
-                    sleep(rest * 2.0 * ms / 1000.0)
-                return out
-
-            stats = adaptive_sample(take, settings, clock)
-        extra = {"calls_per_replay": n_calls, "warmup_calls": w.calls, "l2_flush": flush}
-        if rest > 0:
-            extra["rest_ratio"] = rest
+            w = warm_up(run.run_batch, settings, clock)
+            run.size_and_capture(w.ms_per_call)
+            run.phase = "replay"
+            stats = adaptive_sample(run.take, settings, clock)
+        extra = {"calls_per_replay": run.n_calls, "warmup_calls": w.calls, "l2_flush": run.flush}
+        if settings.rest_ratio > 0:
+            extra["rest_ratio"] = settings.rest_ratio
         return Result(_timed.TIMER_GRAPH, stats, extra=extra)
     except Exception as exc:
         verdict = _errors.exit_if_fatal(exc, exit_fn)
-        if graph is not None:
-            api.drop(graph)
-            graph = None
+        if run.graph is not None:
+            api.drop(run.graph)
+            run.graph = None
         try:
             api.recover()
         except Exception as exc2:
             _errors.exit_if_fatal(exc2, exit_fn)
-            print(f"opscreen graph: state after the failed {phase} is not clean: {_config.one_line(exc2, 200)}",
+            print(f"opscreen graph: state after the failed {run.phase} is not clean: {_config.one_line(exc2, 200)}",
                   file=sys.stderr)
-        return direct().as_fallback(phase, verdict, exc)
+        return direct().as_fallback(run.phase, verdict, exc)
     finally:
-        if graph is not None:
-            api.drop(graph)
+        if run.graph is not None:
+            api.drop(run.graph)
+
+
+class _GraphRun:
+    """The state of one :func:`measure_graph`: the phase it is in (named by a
+    fallback), the captured graph (dropped on failure), the calls per replay and
+    whether the L2 is flushed before each sample."""
+
+    def __init__(self, call: Callable[[], Any], settings: Settings, api: GraphAPI, sleep: Callable[[float], Any]):
+        self.call, self.settings, self.api, self.sleep = call, settings, api, sleep
+        self.phase = "warmup"
+        self.graph = None
+        self.n_calls = 1
+        self.flush = False
+
+    def run_batch(self, k: int) -> float:
+        """``k`` eager calls, timed by device events (the warm-up's measure)."""
+        api = self.api
+        start, end = api.event(), api.event()
+        start.record()
+        for _ in range(k):
+            self.call()
+        end.record()
+        api.synchronize()
+        return float(start.elapsed_time(end))
+
+    def capture(self, n: int) -> None:
+        """Capture a graph of ``n`` calls."""
+        self.graph = self.api.new_graph()  # set first: a failed capture is dropped by the caller
+
+        def body():
+            for _ in range(n):
+                self.call()
+
+        with self.api.rng_guard():
+            self.api.capture(self.graph, body)
+
+    def size_and_capture(self, eager_ms_per_call: float) -> None:
+        """Decide the calls per replay and the L2 flush, and capture that graph."""
+        settings, api = self.settings, self.api
+        want_flush = bool(settings.l2_flush and api.can_flush_l2())
+        self.flush = want_flush and settings.l2_flush_min_ms <= 0
+        self.phase = "capture"
+        if self.flush:
+            self.n_calls = 1
+            self.capture(self.n_calls)
+            return
+        # Size the sample from the *device* time per call, measured on a small
+        # probe graph: the eager warm-up time is mostly host launch overhead for
+        # small shapes (abs on 64x64: ~90 us eager, ~1 us on the device), and a
+        # graph sized from it would hold so few calls that the replay's own
+        # launch latency and jitter would swamp the kernel.
+        probe_n = max(1, min(PROBE_CALLS, calls_per_sample(eager_ms_per_call, settings)))
+        self.capture(probe_n)
+        self.phase = "replay"
+        device_ms = self._probe_ms_per_call(probe_n)
+        if want_flush and device_ms >= settings.l2_flush_min_ms:
+            # long enough that one call per replay costs no accuracy: flush the L2
+            # before each sample so every sample starts from the same cold cache
+            self.flush, self.n_calls = True, 1
+        else:
+            self.n_calls = calls_per_sample(device_ms, settings)
+        if self.n_calls != probe_n:
+            self.phase = "capture"
+            api.drop(self.graph)
+            self.graph = None
+            self.capture(self.n_calls)
+
+    def _probe_ms_per_call(self, probe_n: int) -> float:
+        """Device ms per call from PROBE_REPLAYS replays of the probe graph."""
+        api = self.api
+        api.replay(self.graph)  # untimed: keeps the device busy while the timed ones queue
+        start, end = api.event(), api.event()
+        start.record()
+        for _ in range(PROBE_REPLAYS):
+            api.replay(self.graph)
+        end.record()
+        api.synchronize()
+        return float(start.elapsed_time(end)) / (PROBE_REPLAYS * probe_n)
+
+    def timed_replay(self):
+        if self.flush:
+            self.api.flush_l2()
+        start, end = self.api.event(), self.api.event()
+        start.record()
+        self.api.replay(self.graph)
+        end.record()
+        return start, end
+
+    def take(self, b: int) -> list:
+        """``b`` samples, ms per call each."""
+        if self.settings.rest_ratio > 0:
+            return self.take_rested(b)
+        self.api.replay(self.graph)  # untimed: keeps the device busy while the timed ones queue
+        pairs = [self.timed_replay() for _ in range(b)]
+        self.api.synchronize()
+        return [float(s.elapsed_time(e)) / self.n_calls for s, e in pairs]
+
+    def take_rested(self, b: int) -> list:
+        # Each sample: an untimed lead replay (the timed replay is launched while
+        # it runs, so no launch gap is timed), the timed replay, then the device
+        # idles rest x the busy time: a duty cycle of 1 / (1 + rest).
+        rest = self.settings.rest_ratio
+        out = []
+        for _ in range(b):
+            self.api.replay(self.graph)
+            start, end = self.timed_replay()
+            self.api.synchronize()
+            ms = float(start.elapsed_time(end))
+            out.append(ms / self.n_calls)
+            self.sleep(rest * 2.0 * ms / 1000.0)
+        return out
 
 
 class GraphProvider:

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import UsageError, check_path
-from .process import run_capture
+from ..procgroup import run_capture
 
 IMPORT_TIMEOUT = 60.0  # s: starting the interpreter and importing pytest
 COLLECT_TIMEOUT = 180.0  # s: one collection, the suite's library import included

@@ -1,13 +1,10 @@
-"""Child processes that never outlive their deadline.
+"""The per-op child: one command whose output is streamed, line by line, into its log.
 
-Every external command opscreen starts (vendor CLIs, torch probes, per-op pytest
-children) goes through here. Each child gets its own session and process group
-(``start_new_session=True``) and a closed stdin; on a deadline the whole group is
-sent SIGTERM, given a grace period, then SIGKILL. Reading output never blocks on a
-grandchild that kept the pipe open: the group is killed first, then the pipes are
-drained with a bound. The output is always drained, even when handling it fails
-(a full disk under the log): the child is then killed as a group and the failure
-raised to the caller (:class:`OutputError`), never left to block on a full pipe.
+The child is started in its own process group (:mod:`opscreen.procgroup`); on a
+deadline or a stop the whole group is sent SIGTERM, given a grace period, then
+SIGKILL. The output is always drained, even when handling it fails (a full disk
+under the log): the child is then killed as a group and the failure raised to the
+caller (:class:`OutputError`), never left to block on a full pipe.
 """
 
 from __future__ import annotations
@@ -20,108 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
-
-@dataclass
-class Captured:
-    """Outcome of :func:`run_capture`."""
-
-    argv: list[str]
-    returncode: int | None
-    stdout: str
-    stderr: str
-    timed_out: bool = False
-    error: str | None = None  # set when the command could not be started
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and not self.timed_out and self.returncode == 0
-
-
-def group_alive(pgid: int) -> bool:
-    """True while any process of group ``pgid`` exists (zombies included)."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def kill_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
-    """SIGTERM the process group of ``proc``, wait up to ``grace`` s, then SIGKILL.
-
-    Returns once the leader is reaped. Grandchildren that ignore SIGTERM get
-    SIGKILL when the grace period ends, even if the leader already exited.
-    """
-    pgid = proc.pid
-    try:
-        os.killpg(pgid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
-    deadline = time.monotonic() + max(grace, 0.0)
-    while time.monotonic() < deadline:
-        if proc.poll() is not None and not group_alive(pgid):
-            break
-        time.sleep(0.05)
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
-        pass
-
-
-def popen_group(
-    argv: Sequence[str],
-    *,
-    env: Mapping[str, str] | None = None,
-    cwd: str | os.PathLike | None = None,
-    stdout=subprocess.PIPE,
-    stderr=subprocess.PIPE,
-) -> subprocess.Popen:
-    """Start ``argv`` in a new session (own process group) with stdin closed."""
-    return subprocess.Popen(
-        list(argv),
-        stdin=subprocess.DEVNULL,
-        stdout=stdout,
-        stderr=stderr,
-        env=dict(env) if env is not None else None,
-        cwd=os.fspath(cwd) if cwd is not None else None,
-        start_new_session=True,
-    )
-
-
-def run_capture(
-    argv: Sequence[str],
-    *,
-    timeout: float,
-    env: Mapping[str, str] | None = None,
-    cwd: str | os.PathLike | None = None,
-    grace: float = 0.5,
-) -> Captured:
-    """Run a short command, capture its text output, never exceed ``timeout`` (+grace)."""
-    argv = list(argv)
-    try:
-        proc = popen_group(argv, env=env, cwd=cwd)
-    except (OSError, ValueError) as exc:
-        return Captured(argv, None, "", "", error=f"{argv[0]}: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}")
-    try:
-        out, err = proc.communicate(timeout=timeout)
-        return Captured(argv, proc.returncode, _text(out), _text(err))
-    except subprocess.TimeoutExpired:
-        kill_group(proc, grace)
-        try:
-            out, err = proc.communicate(timeout=1.0)
-        except subprocess.TimeoutExpired:  # pragma: no cover - group is dead
-            out, err = b"", b""
-        return Captured(argv, proc.returncode, _text(out), _text(err), timed_out=True)
-
-
-def _text(data: bytes | None) -> str:
-    return (data or b"").decode("utf-8", errors="replace")
+from ..procgroup import group_alive, kill_group, popen_group
 
 
 @dataclass

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import shutil
 import signal
 import socket
 import threading
@@ -32,10 +31,10 @@ from ..fsio import utcnow
 from ..measure import MeasureSettings
 from .plan import planned_timer, plugin_plan, pytest_args
 from .process import OutputError, run_streaming
-from .repeats import REPEAT_DIR, run_repeated
+from .folder import clear_owned
+from .repeats import run_repeated
 from ..providers.flaggems import NodeSpec, Suite
 
-OWNED_FILES = ("run.log", "record.log", "result.json", "run_identity.json", "child_config.json", "shapes.merged.yaml")
 SHAPE_MODES = ("upstream", "curated")
 # Keys the harness sets for a child; never inherited from the caller's environment.
 VENDOR_KEYS = ("GEMS_VENDOR", "FLAGGEMS_VENDOR", "GEMS_BACKEND")
@@ -396,17 +395,6 @@ def classify(rc: int | None, timed_out: bool, interrupted: bool, tail) -> tuple[
     if rc in (1, 2, 3, 4):
         return "failed", EXIT_FAILED, err or f"pytest exited with status {rc}"
     return "crashed", EXIT_CRASHED, err or f"child exited with status {rc}"
-
-
-def clear_owned(out_dir: Path) -> None:
-    """Remove what an earlier run left in ``out_dir`` that this one writes again:
-    the owned files, the batch marker, and an earlier ``--repeats`` series."""
-    for name in OWNED_FILES + (".complete",):
-        p = out_dir / name
-        if p.is_file() or p.is_symlink():
-            p.unlink()
-    if (out_dir / REPEAT_DIR).is_dir():
-        shutil.rmtree(out_dir / REPEAT_DIR, ignore_errors=True)
 
 
 def run_op(

@@ -498,8 +498,21 @@ def _short_shape(s: str, n: int = 48) -> str:
 
 
 def format_comparison(c: Comparison, *, top: int = 10, ops_top: int = 10) -> str:
-    a, b, chk = c.a, c.b, c.check
-    L = [f"A: {a.name}   B: {b.name}"]
+    L = [f"A: {c.a.name}   B: {c.b.name}"]
+    L += _caliber_lines(c)
+    L += _verdict_lines(c)
+    ms = c.metric == "speedup"
+    L += _rows_table(f"top regressions (B slower than A), {len(c.regressions())} in all:", c.regressions(top), ms)
+    L += _rows_table(f"top improvements (B faster than A), {len(c.improvements())} in all:", c.improvements(top), ms)
+    L += _broken_table(c, top)
+    L += _op_ratios_table(c, ops_top)
+    return to_text(L)
+
+
+def _caliber_lines(c: Comparison) -> list:
+    """How A and B were measured: what is the same, the axis, what else differs."""
+    chk = c.check
+    L: list = []
     if chk.unknown:
         L.append(f"caliber unknown for {' and '.join(chk.unknown)} (no run_identity.json): cannot check how they were measured")
     if chk.same:
@@ -519,12 +532,17 @@ def format_comparison(c: Comparison, *, top: int = 10, ops_top: int = 10) -> str
     if moved:
         L.append(f"devices: {len(moved)} op{'s' if len(moved) != 1 else ''} ran on another device in B ({_moved_list(moved)}); "
                  "chips of one model can differ on a case by a few %, which no band here covers")
+    return L
+
+
+def _verdict_lines(c: Comparison) -> list:
+    """The row counts per verdict, the rule that decided them, and the geometric means."""
     cnt = c.counts()
     both = cnt["slower"] + cnt["faster"] + cnt["same"]
-    L.append(
+    L: list = [
         f"rows: {len(c.rows)}; measured in both {both}: slower {cnt['slower']}, faster {cnt['faster']}, same {cnt['same']}; "
         f"broken {cnt['broken']}, fixed {cnt['fixed']}, gone {cnt['gone']}, new {cnt['new']}, failed in both {cnt['failed']}"
-    )
+    ]
     spread = sum(1 for r in c.rows if r.basis and r.basis.endswith("+spread"))
     L.append(
         f"verdict rule ({c.metric}): same when |change| is within max({c.k:g} x combined noise, {c.min_change * 100:g}%) "
@@ -533,50 +551,57 @@ def format_comparison(c: Comparison, *, top: int = 10, ops_top: int = 10) -> str
         + (f"; at least the spread between processes (--repeats; it widened {spread} rows)" if spread else "")
     )
     g = c.geomean_ratio()
-    ga, gb = a.geomeans()["overall"], b.geomeans()["overall"]
+    ga, gb = c.a.geomeans()["overall"], c.b.geomeans()["overall"]
     L.append(f"geometric-mean speedup: A {_f3(ga)}  B {_f3(gb)}   B/A over joined rows {_f3(g)}")
-    ms = c.metric == "speedup"
+    return L
 
-    def rows_table(title: str, rows: list[CompareRow]) -> None:
-        L.append("")
-        L.append(title)
-        if not rows:
-            L.append("  (none)")
-            return
-        t = table("change>", "band>", "op", "dtype", "A>", "B>", "shape")
-        for r in rows:
-            t.row(
-                _chg(r.change), ("±" + format(r.band * 100, ".1f")) if r.band is not None else "-",
-                r.op + (f" {r.variant}" if r.variant else ""), r.dtype,
-                _f3(r.a_speedup if ms else r.a_lib_ms), _f3(r.b_speedup if ms else r.b_lib_ms), _short_shape(r.shape),
-            )
-        L.append(t)
 
-    rows_table(f"top regressions (B slower than A), {len(c.regressions())} in all:", c.regressions(top))
-    rows_table(f"top improvements (B faster than A), {len(c.improvements())} in all:", c.improvements(top))
+def _rows_table(title: str, rows: list[CompareRow], ms: bool) -> list:
+    L: list = ["", title]
+    if not rows:
+        L.append("  (none)")
+        return L
+    t = table("change>", "band>", "op", "dtype", "A>", "B>", "shape")
+    for r in rows:
+        t.row(
+            _chg(r.change), ("±" + format(r.band * 100, ".1f")) if r.band is not None else "-",
+            r.op + (f" {r.variant}" if r.variant else ""), r.dtype,
+            _f3(r.a_speedup if ms else r.a_lib_ms), _f3(r.b_speedup if ms else r.b_lib_ms), _short_shape(r.shape),
+        )
+    L.append(t)
+    return L
+
+
+def _broken_table(c: Comparison, top: int) -> list:
+    """Ops with rows measured in A that failed or are missing in B, and why."""
     br = c.broken()
-    if br:
-        L.append("")
-        L.append(f"broken in B ({len(br)} rows measured in A, failed or missing in B):")
-        ops = sorted({r.op for r in br})
-        bst = {o.op: o for o in b.ops}
-        t = table("op", "rows>", "in B")
-        for op in ops[:top]:
-            o = bst.get(op)
-            why = f"{o.status}: {o.error}" if o is not None and o.error else (o.status if o is not None else "not in B")
-            t.row(op, sum(1 for r in br if r.op == op), why)
-        L.append(t)
+    if not br:
+        return []
+    L: list = ["", f"broken in B ({len(br)} rows measured in A, failed or missing in B):"]
+    ops = sorted({r.op for r in br})
+    bst = {o.op: o for o in c.b.ops}
+    t = table("op", "rows>", "in B")
+    for op in ops[:top]:
+        o = bst.get(op)
+        why = f"{o.status}: {o.error}" if o is not None and o.error else (o.status if o is not None else "not in B")
+        t.row(op, sum(1 for r in br if r.op == op), why)
+    L.append(t)
+    return L
+
+
+def _op_ratios_table(c: Comparison, ops_top: int) -> list:
+    """Per-op geometric mean of B/A, worst first; the middle elided past 2 x ``ops_top``."""
     ratios = c.op_ratios()
-    if ratios:
-        L.append("")
-        L.append(f"per-op geometric mean of B/A ({len(ratios)} ops; worst first):")
-        show = ratios if len(ratios) <= 2 * ops_top else ratios[:ops_top] + [None] + ratios[-ops_top:]
-        t = table("op", "B/A>", "rows>", "slower>", "faster>")
-        for x in show:
-            if x is None:
-                t.row("...", "", "", "", "")
-                continue
-            op, ratio, n, sl, fa = x
-            t.row(op, f"{ratio:.3f}", n, sl, fa)
-        L.append(t)
-    return to_text(L)
+    if not ratios:
+        return []
+    L: list = ["", f"per-op geometric mean of B/A ({len(ratios)} ops; worst first):"]
+    show = ratios if len(ratios) <= 2 * ops_top else ratios[:ops_top] + [None] + ratios[-ops_top:]
+    t = table("op", "B/A>", "rows>", "slower>", "faster>")
+    for x in show:
+        if x is None:
+            t.row("...", "", "", "", "")
+            continue
+        op, ratio, n, sl, fa = x
+        t.row(op, f"{ratio:.3f}", n, sl, fa)
+    L.append(t)
+    return L

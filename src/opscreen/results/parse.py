@@ -204,6 +204,11 @@ def _int(v: Any) -> int | None:
             return None
 
 
+# public names for the other readers of record fields (results/records.py)
+finite_or_none = _fin
+int_or_none = _int
+
+
 class _Occurrences:
     """Counts repeats of (op, dtype, shape) within one file, in order."""
 
@@ -351,127 +356,155 @@ def parse_run_log_text(text: str, source: str = "run.log", *, rows: bool = True)
     ``rows=False`` reads only what surrounds the tables (table count, truncation,
     failures): the summary's fast path when the record log already has every row.
     """
-    res = ParsedLog(source=source)
-    if "\x1b" in text:
-        text = _ANSI.sub("", text)
-    lines = text.split("\n")
-    ends_cleanly = text.endswith("\n")
-    last = len(lines) - 1
-    occ = _Occurrences()
+    return _RunLogReader(text, source, rows).read()
 
-    state = 0  # 0 outside, 1 after title, 2 after columns, 3 in rows
-    op = dtype = mode = level = None
-    layout: _Layout | None = None
-    legend: dict[int, Any] | None = None
-    legend_text = ""
-    section: str | None = None
-    section_reason: dict[str, str] = {}
-    short: list[Failure] = []
-    session_after_table = False
 
-    for idx, line in enumerate(lines):
-        if state == 3:
-            if not rows:
-                if line.startswith(STATUS_WORDS):
+class _RunLogReader:
+    """One pass over a run log: the result tables (title, legend, columns, rows)
+    and what surrounds them (failures, the fatal line, banners, test nodes)."""
+
+    def __init__(self, text: str, source: str, rows: bool):
+        self.res = ParsedLog(source=source)
+        if "\x1b" in text:
+            text = _ANSI.sub("", text)
+        self.text, self.source, self.rows = text, source, rows
+        self.state = 0  # 0 outside, 1 after title, 2 after columns, 3 in rows
+        self.op = self.dtype = self.mode = self.level = None
+        self.layout: _Layout | None = None
+        self.legend: dict[int, Any] | None = None
+        self.legend_text = ""
+        self.occ = _Occurrences()
+        self.section: str | None = None
+        self.section_reason: dict[str, str] = {}
+        self.short: list[Failure] = []
+        self.session_after_table = False
+
+    def read(self) -> ParsedLog:
+        lines = self.text.split("\n")
+        ends_cleanly = self.text.endswith("\n")
+        last = len(lines) - 1
+        for idx, line in enumerate(lines):
+            if self.state == 3:
+                if self._table_row(line, idx == last and not ends_cleanly):
                     continue
-            else:
-                sp = line.split()
-                if sp and sp[0] in STATUS_WORDS:
-                    row = _parse_row(sp, layout, op, dtype, mode, level, legend, legend_text, occ, source)
-                    if idx == last and not ends_cleanly and (
-                        row is None or row.shape.startswith("?") or not _row_complete(line)
-                    ):
-                        res.truncated = True  # the kill cut this row short
-                        continue
-                    if row is None:
-                        res.bad_lines += 1
-                        continue
-                    res.rows.append(row)
-                    continue
-            state = 0
-        if not line:
-            continue
-        c = line[0]
-        if c == "O" and line.startswith("Operator:"):
-            m = _TITLE.match(line)
-            if m:
-                a = _parse_title_args(m.group("args"))
-                op, dtype = m.group("op"), norm_dtype(a.get("dtype", ""))
-                mode, level = a.get("mode"), a.get("level")
-                legend, legend_text, layout = None, "", None
-                state = 1
-                res.tables += 1
-                session_after_table = False
-            continue
-        if state == 1:
+                self.state = 0
+            if not line:
+                continue
+            c = line[0]
+            if c == "O" and line.startswith("Operator:"):
+                self._title(line)
+                continue
+            if self.state in (1, 2) and self._table_head(line):
+                continue
+            # outside a table: pytest noise, tracebacks, summaries, harness banners
+            self._outside(line, c)
+        return self._finish()
+
+    def _table_row(self, line: str, cut_here: bool) -> bool:
+        """A row of the table being read (True), or the line that ends it (False)."""
+        res = self.res
+        if not self.rows:
+            return line.startswith(STATUS_WORDS)
+        sp = line.split()
+        if not (sp and sp[0] in STATUS_WORDS):
+            return False
+        row = _parse_row(sp, self.layout, self.op, self.dtype, self.mode, self.level, self.legend,
+                         self.legend_text, self.occ, self.source)
+        if cut_here and (row is None or row.shape.startswith("?") or not _row_complete(line)):
+            res.truncated = True  # the kill cut this row short
+        elif row is None:
+            res.bad_lines += 1
+        else:
+            res.rows.append(row)
+        return True
+
+    def _title(self, line: str) -> None:
+        m = _TITLE.match(line)
+        if m:
+            a = _parse_title_args(m.group("args"))
+            self.op, self.dtype = m.group("op"), norm_dtype(a.get("dtype", ""))
+            self.mode, self.level = a.get("mode"), a.get("level")
+            self.legend, self.legend_text, self.layout = None, "", None
+            self.state = 1
+            self.res.tables += 1
+            self.session_after_table = False
+
+    def _table_head(self, line: str) -> bool:
+        """The legend, column header or rule under a title (True); else the table is
+        over before its rows (state 0, False)."""
+        if self.state == 1:
             if line.startswith("Same in every row:"):
-                legend_text = line.split(":", 1)[1].strip()
-                legend = _parse_legend(legend_text)
-                if legend is None:
-                    res.bad_lines += 1
-                continue
+                self.legend_text = line.split(":", 1)[1].strip()
+                self.legend = _parse_legend(self.legend_text)
+                if self.legend is None:
+                    self.res.bad_lines += 1
+                return True
             if line.startswith("Status"):
-                layout = _layout(line)
-                state = 2 if layout is not None else 0
-                continue
-            state = 0
-        elif state == 2:
-            if line.startswith("---"):
-                state = 3
-                continue
-            state = 0
-        # outside a table: pytest noise, tracebacks, summaries, harness banners
+                self.layout = _layout(line)
+                self.state = 2 if self.layout is not None else 0
+                return True
+        elif line.startswith("---"):
+            self.state = 3
+            return True
+        self.state = 0
+        return False
+
+    def _outside(self, line: str, c: str) -> None:
+        res = self.res
         if c == "=" or c.isdigit() or c == "n":
             if _SESSION_END.match(line):
                 res.session_line = line.strip("= ").strip()
-                session_after_table = True
-                continue
+                self.session_after_table = True
+                return
         if c == "_":
             m = _SECTION.match(line)
             if m:
-                section = m.group("name")
-                continue
-        if c == "E" and line.startswith("E ") and section is not None and section not in section_reason:
+                self.section = m.group("name")
+                return
+        if c == "E" and line.startswith("E ") and self.section is not None and self.section not in self.section_reason:
             msg = line[1:].strip()
             if msg:
-                section_reason[section] = msg
-            continue
+                self.section_reason[self.section] = msg
+            return
         if c in "FE":
             m = _SHORT.match(line)
             if m:
-                short.append(Failure(m.group("node"), m.group("reason"), m.group("kind")))
-                continue
+                self.short.append(Failure(m.group("node"), m.group("reason"), m.group("kind")))
+                return
         if c == "O" and line.startswith("OPSCREEN-FATAL:"):
             res.fatal = line[len("OPSCREEN-FATAL:") :].strip()
-            continue
+            return
         if c == "[" and line.startswith("[opscreen] result "):
             m = _END_BANNER.match(line)
             if m:
                 res.child_status = m.group("status")
                 child = m.group("child")
                 res.child_returncode = None if child == "None" else int(child)
-                continue
+                return
         if "::" in line and ".py::" in line:
             node = line.split()[0]
             if ".py::" in node and node not in res.nodes:
                 res.nodes.append(node)
 
-    for f in short:
-        func = f.node.rsplit("::", 1)[-1]
-        better = section_reason.get(func) or section_reason.get(f.node)
-        if better:
-            f.reason = better
-        res.failures.append(f)
-    if not short:
-        for name, reason in section_reason.items():
-            res.failures.append(Failure(name, reason))
-    if res.fatal:
-        res.failures.append(Failure("", res.fatal, "FATAL"))
-    if not session_after_table and text.strip():
-        # pytest prints its session line last; a log without one after the last table
-        # was cut short (timeout, kill, crash) unless the child ended on its own first
-        res.truncated = _cut_short(res)
-    return res
+    def _finish(self) -> ParsedLog:
+        """The failures (short summary lines with their sections' reasons), truncation."""
+        res = self.res
+        for f in self.short:
+            func = f.node.rsplit("::", 1)[-1]
+            better = self.section_reason.get(func) or self.section_reason.get(f.node)
+            if better:
+                f.reason = better
+            res.failures.append(f)
+        if not self.short:
+            for name, reason in self.section_reason.items():
+                res.failures.append(Failure(name, reason))
+        if res.fatal:
+            res.failures.append(Failure("", res.fatal, "FATAL"))
+        if not self.session_after_table and self.text.strip():
+            # pytest prints its session line last; a log without one after the last table
+            # was cut short (timeout, kill, crash) unless the child ended on its own first
+            res.truncated = _cut_short(res)
+        return res
 
 
 def _cut_short(res: ParsedLog) -> bool:

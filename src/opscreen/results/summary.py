@@ -30,7 +30,7 @@ from ..errors import UsageError
 from .. import contracts
 from ..fsio import atomic_write_text
 from ._io import csv_text
-from ..op.repeats import REPEAT_DIR
+from .records import REPEAT_DIR
 from ..tables import table, to_text
 from .parse import CaseRow, ParsedLog, merge_rows, parse_record_json, parse_record_log, parse_run_log
 
