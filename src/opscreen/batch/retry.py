@@ -22,6 +22,8 @@ every device it touches does not condemn a device on its own).
 
 from __future__ import annotations
 
+from ..settings import canonical_dtype, default
+
 from dataclasses import asdict, dataclass, field
 
 TRANSIENT = frozenset({"timeout", "device_fatal"})
@@ -67,7 +69,7 @@ class Decision:
 class RetryPolicy:
     """``retries``: extra attempts per step (default 2, so at most 3 children)."""
 
-    def __init__(self, retries: int = 2):
+    def __init__(self, retries: int = default("retries")):
         if retries < 0:
             raise ValueError("retries must be >= 0")
         self.retries = retries
@@ -108,7 +110,7 @@ def dtypes_from_expr(expr: str | None) -> list[str]:
         if last in DTYPE_GROUPS:
             names = DTYPE_GROUPS[last]
         elif re.fullmatch(r"(?:float|int|uint|bfloat|complex)\d+|bool|half|double", last):
-            names = ({"half": "float16", "double": "float64"}.get(last, last),)
+            names = (canonical_dtype(last) or last,)
         for n in names:
             if n not in out:
                 out.append(n)
@@ -129,7 +131,7 @@ class DeviceHealth:
     """Marks a device bad after ``threshold`` device-fatal exits in a row from
     distinct ops. Any other outcome on the device resets its streak."""
 
-    threshold: int = 3
+    threshold: int = default("fatal_threshold")
     streaks: dict[int, list[str]] = field(default_factory=dict)
     bad: dict[int, str] = field(default_factory=dict)  # device -> reason
 

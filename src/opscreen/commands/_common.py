@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from ..backends import Selection, select
+from ..backends import Selection, resolve, select
 
 
 def add_backend_arguments(p: argparse.ArgumentParser) -> None:
@@ -30,6 +30,15 @@ def add_pytest_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS",
                    help="extra pytest arguments, after --: e.g. -- --warmup 25 --iter 100 (give an option's value "
                    "in the same word, --output=PATH)")
+
+
+def recorded_backend(settings: dict):
+    """The backend a recorded run (its settings) used, with its recorded capabilities
+    (graph_api aside: it follows from the backend)."""
+    backend = resolve(settings["backend"]).with_vendor(settings.get("vendor"))
+    caps = dict(settings.get("capabilities") or {})
+    caps.pop("graph_api", None)
+    return backend.with_capabilities(**caps) if caps else backend
 
 
 def selection_from(args) -> Selection:

@@ -44,24 +44,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..child.timed_value import FALLBACK_PREFIX
-from ..errors import UsageError
 from ..results.parse import _fin, _int, key_of, record_entries
 
 REPEAT_DIR = "repeats"
-MAX_REPEATS = 100
 MEDIAN_FIELDS = ("latency_base", "latency", "gbps_base", "gbps", "tflops", "utilization")
 SIDES = (("_base", "latency_base"), ("", "latency"))
-
-
-def validate_repeats(value: Any, name: str = "--repeats") -> int:
-    """An integer 1..MAX_REPEATS, else a one-line UsageError."""
-    try:
-        n = int(str(value).strip())
-    except ValueError:
-        raise UsageError(f"{name} {value!r}: give a whole number of processes per op, 1 to {MAX_REPEATS}") from None
-    if not 1 <= n <= MAX_REPEATS:
-        raise UsageError(f"{name} {n}: give a whole number of processes per op, 1 to {MAX_REPEATS}")
-    return n
 
 
 # -- merging record logs -----------------------------------------------------------
@@ -219,7 +206,7 @@ def run_repeated(req, out_dir: Path, run_once: Callable[..., Any], *, stop: thre
 def _series(req, out_dir: Path, n: int, run_once, say, stop, echo):
     """Run the repeats, merge their record logs, and say how it went; (outcome, block)."""
     from ..fsio import atomic_write_text
-    from .run import EXIT_INTERRUPTED, OpOutcome
+    from .request import EXIT_INTERRUPTED, OpOutcome
 
     outcomes = []
     for k in range(1, n + 1):
