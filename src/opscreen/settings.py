@@ -149,6 +149,12 @@ def _shape_mode(value: Any, name: str) -> str:
     return value
 
 
+def _dismiss(value: Any, name: str) -> str:
+    if value.strip().lower() != "none":  # 'none': no dismiss list
+        check_path(value, name)
+    return value
+
+
 def _args(value: Any, name: str) -> list[str]:
     return [str(a) for a in value or []]
 
@@ -208,6 +214,11 @@ def _m(**kw) -> MappingProxyType:
 
 
 SETTINGS: tuple[Setting, ...] = (
+    # where it runs (also taken by other commands: opscreen.commands._common.add_backend_arguments)
+    Setting("backend", ("--backend",), "backend name or alias (default: $ZL_BACKEND, else auto-detected, else cpu)",
+            env="ZL_BACKEND", env_commands=(OP,)),  # read by opscreen.backends.select; for run, a resumed run's wins
+    Setting("cap", ("--cap",), "override a capability flag of the backend (repeatable; also $OPSCREEN_CAPS)",
+            argparse=_m(action="append", default=[], metavar="KEY=on|off")),
     # what to run
     Setting("op", (), "op name (a pytest marker of the suite); default $OP", commands=(OP,), env="OP",
             env_commands=(OP,), label="OP", empty="give an op name (a pytest marker of the suite)", argparse=_m(nargs="?")),
@@ -277,9 +288,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("resume", ("--resume",), "resume RUN_DIR (default when it exists)", commands=(RUN,),
             negative="--no-resume", argparse=_m(action="store_true")),
     Setting("dismiss", ("--dismiss",), "dismiss list (ops not to run, with reasons); 'none' disables the default list",
-            commands=(RUN,), empty="give a dismiss file, or 'none'"),
+            commands=(RUN,), check=_dismiss, empty="give a dismiss file, or 'none'"),
     Setting("plain", ("--plain",), "plain lines even on a terminal (no live view)", commands=(RUN,), default=False,
             argparse=_m(action="store_true")),
+    # everything after the first ``--``: cli.main splits the command line there before argparse
+    # runs (argparse mixes a ``--`` tail into optional positionals such as ``opscreen op [OP]``),
+    # so this positional only shows the syntax in --help and catches stray words before ``--``
     Setting("extra_args", (), "extra pytest arguments, after --: e.g. -- --warmup 25 --iter 100 (give an option's value "
             "in the same word, --output=PATH)", default=(), check=_args, caliber=True, key="extra_args",
             argparse=_m(dest="pytest_args", nargs="*", metavar="-- PYTEST_ARGS")),
@@ -311,23 +325,28 @@ def _dest(s: Setting) -> str:
 # -- derived: the parser -----------------------------------------------------------------
 
 
-def add_arguments(p: argparse.ArgumentParser, command: str) -> None:
-    """The options ``command`` takes, in declaration order."""
+def add_arguments(p: argparse.ArgumentParser, command: str, names: tuple[str, ...] | None = None) -> None:
+    """The options ``command`` takes (or only ``names``), in declaration order."""
     groups: dict[str, Any] = {}
     for s in declared(command):
-        kw = dict(s.argparse or {})
+        if names is not None and s.name not in names:
+            continue
         if s.group and s.group not in groups:
             groups[s.group] = p.add_mutually_exclusive_group()
-        target = groups[s.group] if s.group else p
-        if s.negative:
-            kw["default"] = None
-        if not s.flags:
-            target.add_argument(kw.pop("dest", s.name), help=s.help_for(command), **kw)
-            continue
-        kw.setdefault("dest", s.name)
-        target.add_argument(*s.flags, help=s.help_for(command), **kw)
-        if s.negative:
-            target.add_argument(s.negative, dest=s.name, action="store_false", help=f"the opposite of {s.flags[0]}")
+        _add_argument(groups[s.group] if s.group else p, s, command)
+
+
+def _add_argument(target, s: Setting, command: str) -> None:
+    kw = dict(s.argparse or {})
+    if s.negative:
+        kw["default"] = None
+    if not s.flags:
+        target.add_argument(kw.pop("dest", s.name), help=s.help_for(command), **kw)
+        return
+    kw.setdefault("dest", s.name)
+    target.add_argument(*s.flags, help=s.help_for(command), **kw)
+    if s.negative:
+        target.add_argument(s.negative, dest=s.name, action="store_false", help=f"the opposite of {s.flags[0]}")
 
 
 # -- derived: given values ----------------------------------------------------------------
@@ -351,10 +370,6 @@ def check_given_values(args, command: str) -> None:
     for s in declared(command):
         if s.path:
             check_path(given(args, command, s.name), s.display)
-    if getattr(args, "dismiss", None) is not None and args.dismiss.strip().lower() != "none":
-        check_path(args.dismiss, "--dismiss")
-    if getattr(args, "shape_mode", None) is not None:
-        _shape_mode(args.shape_mode, "--shape-mode")
 
 
 def env_value(s: Setting, command: str, environ: Mapping[str, str]) -> str | None:

@@ -21,7 +21,7 @@ from ..op.preflight import check_interpreter, collect
 from ..op.request import OpRequest, StopRequest
 from ..op.run import run_op, shape_source
 from ..providers.flaggems import NodeSpec, Suite, safe_dir_name
-from ._common import add_backend_arguments, recorded_backend
+from ._common import recorded_backend
 
 NAME = "op"
 HELP = ("run one op of the suite in its own process (exit 0 passed, 1 failed, 2 usage, 3 timeout, 4 device-fatal, "
@@ -30,24 +30,24 @@ ORDER = 35
 
 
 def add_arguments(p) -> None:
-    add_backend_arguments(p)
     S.add_arguments(p, S.OP)
 
 
 def load_replay(path: str) -> dict:
-    p = check_path(path, "REPLAY_FROM")
+    what = S.BY_NAME["replay_from"].env
+    p = check_path(path, what)
     cfg = p / "child_config.json"
     if not cfg.is_file():
-        raise UsageError(f"REPLAY_FROM {p}: no child_config.json there (give the output dir of an earlier 'opscreen op')")
+        raise UsageError(f"{what} {p}: no child_config.json there (give the output dir of an earlier 'opscreen op')")
     try:
-        return json.loads(read_input(cfg, "REPLAY_FROM"))["settings"]
+        return json.loads(read_input(cfg, what))["settings"]
     except (ValueError, KeyError, TypeError):
-        raise UsageError(f"REPLAY_FROM {p}: child_config.json is unreadable or from another version") from None
+        raise UsageError(f"{what} {p}: child_config.json is unreadable or from another version") from None
 
 
 def _backend(args, rp: dict):
     """backend: flag, then ZL_BACKEND, then the replayed run's, then auto-detection"""
-    if args.backend or os.environ.get("ZL_BACKEND") or not rp:
+    if args.backend or S.env_value(S.BY_NAME["backend"], S.OP, os.environ) or not rp:
         return select(args.backend, caps=args.cap).backend
     if args.cap:
         return select(rp["backend"], caps=args.cap).backend.with_vendor(rp.get("vendor"))
@@ -82,7 +82,7 @@ def build_request(args) -> OpRequest:
                          python=args.python or (rp.get("python") if rp else None))
     check_interpreter(suite.python, suite.root)
     target = _target(suite, resolved, rp)
-    shape_source(suite.root, resolved["shape_mode"], "SHAPE_MODE")
+    shape_source(suite.root, resolved["shape_mode"], S.BY_NAME["shape_mode"].env)
     check_writable_dir(out_dir(args, target.op), "--out")
     # the device must exist (enumerated as `opscreen run` does) before an earlier result is replaced
     choose_devices(backend, str(resolved["device"]), suite.python, flag="--device")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .. import settings as S
 from ..errors import check_writable_dir, os_error
-from ._common import add_backend_arguments, recorded_backend
+from ._common import recorded_backend
 
 NAME = "run"
 HELP = "screen many ops (default: all) across devices; resumable run directory"
@@ -35,7 +35,6 @@ ORDER = 34
 
 
 def add_arguments(p) -> None:
-    add_backend_arguments(p)
     S.add_arguments(p, S.RUN)
 
 
