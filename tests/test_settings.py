@@ -4,6 +4,7 @@ precedence with provenance, the resume clash check and the recorded settings der
 from __future__ import annotations
 
 import argparse
+import json
 import dataclasses
 import re
 from pathlib import Path
@@ -173,3 +174,22 @@ def test_defaults_are_declared_once():
                 hits.append(f"{path.relative_to(SRC)}: {rx}")
     assert hits == []
     assert not (SRC / "measure.py").exists()
+
+
+def test_provenance_is_recorded_and_a_replay_takes_the_recorded_values(cli, tmp_path):
+    """``opscreen op``: child_config.json's settings say where each value came from; a
+    replay takes the recorded values (and says so), a flag still wins."""
+    out = tmp_path / "first"
+    res = cli("op", "--out", out, "--timeout", "120", env={"OP": "add", "DTYPES": "float32"}, cwd=tmp_path)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr
+    rec = json.loads((out / "child_config.json").read_text())["settings"]
+    assert rec["timeout"] == 120.0 and rec["dtypes"] == ["float32"]
+    assert {k: rec["provenance"][k] for k in ("timeout", "dtypes", "op", "level", "grace")} == {
+        "timeout": "flag", "dtypes": "env DTYPES", "op": "env OP", "level": "default", "grace": "default"}
+    again = tmp_path / "again"
+    res = cli("op", "--out", again, "--replay-from", out, "--grace", "3", cwd=tmp_path)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr
+    rec = json.loads((again / "child_config.json").read_text())["settings"]
+    assert (rec["timeout"], rec["dtypes"], rec["grace"]) == (120.0, ["float32"], 3.0)
+    assert {k: rec["provenance"][k] for k in ("timeout", "dtypes", "grace", "replay_from")} == {
+        "timeout": "recorded", "dtypes": "recorded", "grace": "flag", "replay_from": "flag"}

@@ -68,4 +68,5 @@ class BatchConfig:
             "ops_source": self.ops_source,
             "ops": list(self.all_ops if self.all_ops is not None else self.ops),
             "dismissed": dict(self.dismissed),
+            **({"provenance": dict(self.provenance)} if self.provenance else {}),
         }

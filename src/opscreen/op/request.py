@@ -70,6 +70,7 @@ class OpRequest:
             "vendor": self.backend.vendor,
             "capabilities": self.backend.capabilities.as_dict(),
             **S.record(S.OP, self),
+            **({"provenance": dict(self.provenance)} if self.provenance else {}),
         }
 
 
