@@ -46,7 +46,7 @@ FAULTS = ROOT / "tests" / "fixtures" / "suites" / "faults"
 def trivial_work(request, out_dir: Path, *, stop=None, echo=None):
     """One ``python -c pass`` child, with the files run_op writes (run.log, result.json)."""
     from opscreen.op.process import run_streaming
-    from opscreen.op.run import OpOutcome
+    from opscreen.op.request import OpOutcome
 
     out_dir.mkdir(parents=True, exist_ok=True)
     with open(out_dir / "run.log", "w") as log:
@@ -60,7 +60,8 @@ def bench_bookkeeping(n: int, tmp: Path) -> dict:
     from opscreen.batch.executor import LocalExecutor
     from opscreen.batch.journal import Journal
     from opscreen.batch.progress import PlainProgress
-    from opscreen.batch.session import BatchConfig, BatchRunner
+    from opscreen.batch.config import BatchConfig
+    from opscreen.batch.session import BatchRunner
     from opscreen.op.process import run_streaming
 
     # plain loop: the same children, nothing else

@@ -31,15 +31,10 @@ CHILD = "opscreen.child"
 # test_allow_lists_hold_only_live_entries).
 LONG_FUNCTIONS_ALLOWED = {
     # (file under src/opscreen, qualified function name): owner
-    ("commands/run.py", "run"): "A: commands/run.py",
-    ("commands/op.py", "build_request"): "A: commands/op.py",
     ("op/run.py", "run_once"): "A/B: op/run.py (request, result and config writes)",
 }
 EDGES_ALLOWED = {
     # (importer, imported): owner and what lands to remove it
-    ("opscreen.op.repeats", "opscreen.op.run"):
-        "A/B: op/repeats.py still takes OpOutcome, EXIT_INTERRUPTED (A moves them to op/request.py), "
-        "utcnow, write_json_atomic (B: fsio/contracts) and, after B, op_result from op/run.py (move it beside OpOutcome)",
 }
 
 

@@ -387,7 +387,8 @@ def test_a_child_that_never_starts_pytest_is_not_a_truncated_log(faults, monkeyp
     it truncated ("killed or timed out"). A child killed at --timeout still is."""
     from opscreen.backends import resolve
     from opscreen.providers.flaggems import Suite
-    from opscreen.op.run import OpRequest, run_op
+    from opscreen.op.request import OpRequest
+    from opscreen.op.run import run_op
 
     no_pytest = faults.tmp / "bin" / "python"
     no_pytest.parent.mkdir()

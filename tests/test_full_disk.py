@@ -151,9 +151,10 @@ def test_a_journal_write_on_a_full_disk_stops_the_run(faults, tiny_fs, capsys):
     from opscreen.batch.executor import LocalExecutor
     from opscreen.batch.journal import Journal
     from opscreen.batch.progress import PlainProgress
-    from opscreen.batch.session import BatchConfig, BatchRunner
+    from opscreen.batch.config import BatchConfig
+    from opscreen.batch.session import BatchRunner
     from opscreen.providers.flaggems import Suite
-    from opscreen.op.run import OpOutcome
+    from opscreen.op.request import OpOutcome
 
     suite = Suite.locate(str(faults.suite))
     ops = ["ok_a", "ok_b"]

@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 
 from opscreen.errors import UsageError
-from opscreen.providers.flaggems import SAMPLE_SUITE, Suite, check_op_name, parse_dtypes, safe_dir_name
+from opscreen.providers.flaggems import SAMPLE_SUITE, Suite, check_op_name, safe_dir_name
+from opscreen.settings import parse_dtypes
 
 FILES = {
     "test_abs.py": "import pytest\n@pytest.mark.abs\ndef test_abs(): pass\n@pytest.mark.abs_\ndef test_abs_inplace(): pass\n",
@@ -105,7 +106,7 @@ def test_parse_dtypes():
 
 def test_the_dtype_list_names_only_torch_dtypes():
     torch = pytest.importorskip("torch")
-    from opscreen.providers.flaggems import TORCH_DTYPES
+    from opscreen.settings import TORCH_DTYPES
 
     assert [n for n in sorted(TORCH_DTYPES) if not isinstance(getattr(torch, n, None), torch.dtype)] == []
 

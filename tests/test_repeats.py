@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from opscreen.errors import UsageError
-from opscreen.op.repeats import validate_repeats
 from opscreen.results.records import merge_metrics, merge_record_texts
+from opscreen.settings import validate_repeats
 from opscreen.results.compare import Verdict, compare_summaries
 from opscreen.results.parse import parse_record_log, parse_record_log_text
 from opscreen.results.summary import COLUMNS, Summary, build_summary, format_summary
@@ -337,7 +337,7 @@ def test_resume_refuses_other_timing_knobs(faults):
 
 def test_a_graph_run_from_before_the_resting_timer_is_not_resumed(tmp_path, monkeypatch):
     from opscreen.backends import resolve
-    from opscreen.commands.run import _refuse_other_timing
+    from opscreen.batch.resume import refuse_other_timing as _refuse_other_timing
 
     monkeypatch.delenv("OPSCREEN_REST_RATIO", raising=False)
     cuda = resolve("cuda")
@@ -389,7 +389,7 @@ def test_a_stop_between_repeats_leaves_the_op_interrupted(tmp_path):
     import threading
 
     from opscreen.op.repeats import run_repeated
-    from opscreen.op.run import OpOutcome
+    from opscreen.op.request import OpOutcome
 
     stop = threading.Event()
     ran = []

@@ -57,8 +57,8 @@ def test_config_load(tmp_path, monkeypatch):
     p.write_text(json.dumps({"schema": 1, "timer": "graph"}))
     monkeypatch.setenv(config.ENV_CONFIG, str(p))
     assert config.load()["timer"] == "graph"
-    assert config.planned_timer(environ={}) == "graph"
-    assert config.planned_timer(environ={"OPSCREEN_TIMER": "wallclock"}) == "wallclock"
+    assert config.configured_timer(environ={}) == "graph"
+    assert config.configured_timer(environ={"OPSCREEN_TIMER": "wallclock"}) == "wallclock"
     p.write_text("[1, 2]")
     os.utime(p, (1, 1))
     with pytest.raises(config.ConfigError):
@@ -66,7 +66,7 @@ def test_config_load(tmp_path, monkeypatch):
     with pytest.raises(config.ConfigError):
         config.load(str(tmp_path / "missing.json"))
     with pytest.raises(config.ConfigError):
-        config.planned_timer({"timer": "sundial"}, environ={})
+        config.configured_timer({"timer": "sundial"}, environ={})
 
 
 # -- the stopping rule --------------------------------------------------------------

@@ -29,6 +29,8 @@ every device it touches does not condemn a device on its own).
 
 from __future__ import annotations
 
+from ..settings import default
+
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -70,7 +72,7 @@ class Decision:
 class RetryPolicy:
     """``retries``: extra attempts per step (default 2, so at most 3 children)."""
 
-    def __init__(self, retries: int = 2):
+    def __init__(self, retries: int = default("retries")):
         if retries < 0:
             raise ValueError("retries must be >= 0")
         self.retries = retries
@@ -108,7 +110,7 @@ class DeviceHealth:
     """Marks a device bad after ``threshold`` device-fatal exits in a row from
     distinct ops. Any other outcome on the device resets its streak."""
 
-    threshold: int = 3
+    threshold: int = default("fatal_threshold")
     streaks: dict[int, list[str]] = field(default_factory=dict)
     bad: dict[int, str] = field(default_factory=dict)  # device -> reason
 
@@ -181,7 +183,7 @@ class AttemptMachine:
     """The decisions for every op of a run: ``retries`` per step, the run's
     requested ``dtypes`` (level 0) and each op's own dtypes (level 2)."""
 
-    def __init__(self, retries: int = 2, dtypes: list[str] | None = None, op_dtypes: dict[str, list[str]] | None = None):
+    def __init__(self, retries: int = default("retries"), dtypes: list[str] | None = None, op_dtypes: dict[str, list[str]] | None = None):
         self.policy = RetryPolicy(retries)
         self.dtypes = dtypes
         self.op_dtypes = op_dtypes or {}

@@ -407,7 +407,6 @@ def run_identity(cfg, prev: dict | None) -> dict:
 
 def _planned_caliber(c, git: dict) -> dict:
     from ..child.config import caliber as caliber_block
-    from ..op.plan import planned_timer
     from ..op.run import planned_timing
 
     try:
@@ -416,7 +415,7 @@ def _planned_caliber(c, git: dict) -> dict:
         timing = {}
     return caliber_block(
         {
-            "timer": planned_timer(c.backend, c.timer),
+            "timer": c.planned_timer,
             "use_flagtune": c.use_flagtune,
             "use_flagtune_cost_model": c.use_flagtune_cost_model,
             "shape_mode": c.shape_mode,

@@ -6,6 +6,7 @@ machine); their names are re-exported here for older imports.
 
 from __future__ import annotations
 
+from ..settings import canonical_dtype
 from .attempts import (  # noqa: F401  (re-exported)
     FINAL_OK,
     TRANSIENT,
@@ -42,7 +43,7 @@ def dtypes_from_expr(expr: str | None) -> list[str]:
         if last in DTYPE_GROUPS:
             names = DTYPE_GROUPS[last]
         elif re.fullmatch(r"(?:float|int|uint|bfloat|complex)\d+|bool|half|double", last):
-            names = ({"half": "float16", "double": "float64"}.get(last, last),)
+            names = (canonical_dtype(last) or last,)
         for n in names:
             if n not in out:
                 out.append(n)

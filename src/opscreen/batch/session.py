@@ -53,9 +53,9 @@ from typing import Any, Callable
 
 from ..errors import OpscreenError
 from ..fsio import is_storage_error, write_error
-from ..measure import MeasureSettings
 from ..results.merge import merge_level2
 from . import signature as sig
+from .config import BatchConfig
 from .attempts import FINAL_OK, LEAVE, RUN_ELSEWHERE, RUN_HERE, Attempt, AttemptMachine, DeviceHealth, OpState, left_incomplete
 from .executor import MARK_ENV, Done, Job, LocalExecutor, reap_leftovers
 from .journal import (
@@ -72,68 +72,6 @@ from .progress import PlainProgress, fmt_secs
 from .scheduling import Scheduler, make_scheduler
 
 EXIT_OK, EXIT_FAILURES, EXIT_UNRUN, EXIT_INTERRUPTED = 0, 1, 3, 130
-
-# Settings that change what a measurement means: a resume or replay that asks for
-# different values is refused (compare runs measured differently: never).
-CALIBER_SETTINGS = (
-    "backend",
-    "vendor",
-    "timer",
-    "dtypes",
-    "shape_mode",
-    "level",
-    "use_flagtune",
-    "use_flagtune_cost_model",
-    "suite_root",
-    "extra_args",
-    "repeats",
-)
-
-
-@dataclass
-class BatchConfig(MeasureSettings):
-    """Everything a batch run needs, resolved (no defaults left to guess).
-
-    ``ops``: the ops to run, after ``--shard`` and the dismiss list, in order;
-    ``targets``: op -> NodeSpec; ``op_dtypes``: op -> its own dtype names (level 2).
-    """
-
-    suite: Any  # opscreen.providers.flaggems.Suite
-    backend: Any  # opscreen.backends.Backend
-    devices: list[int]
-    ops: list[str]
-    targets: dict[str, Any]
-    dismissed: dict[str, str] = field(default_factory=dict)
-    op_dtypes: dict[str, list[str]] = field(default_factory=dict)
-    retries: int = 2
-    steal: bool = True
-    fatal_threshold: int = 3
-    shard: tuple[int, int] | None = None
-    ops_source: str = "suite"
-    replay_of: str | None = None
-    rerun: list[str] = field(default_factory=list)  # complete ops to run again (replay in place)
-    all_ops: list[str] | None = None  # the run's whole op list when this session runs a part (replay in place)
-    argv: list[str] = field(default_factory=list)
-
-    def settings(self) -> dict:
-        """What a resume or ``--replay-from`` needs to run the same way (JSON)."""
-        return {
-            "backend": self.backend.name,
-            "vendor": self.backend.vendor,
-            "capabilities": self.backend.capabilities.as_dict(),
-            "suite_root": str(self.suite.root),
-            "python": self.suite.python,
-            "devices": list(self.devices),
-            **self.measure_settings(),
-            "retries": self.retries,
-            "steal": self.steal,
-            "fatal_threshold": self.fatal_threshold,
-            "shard": f"{self.shard[0]}/{self.shard[1]}" if self.shard else None,
-            "ops_source": self.ops_source,
-            "ops": list(self.all_ops if self.all_ops is not None else self.ops),
-            "dismissed": dict(self.dismissed),
-        }
-
 
 OpTask = OpState  # the name this module used before the state machine moved out
 
@@ -192,7 +130,7 @@ class BatchRunner:
 
     # -- setup ---------------------------------------------------------------
     def _request(self, op: str, device: int, dtypes: list[str] | None):
-        from ..op.run import OpRequest
+        from ..op.request import OpRequest
 
         c = self.cfg
         return OpRequest(
@@ -581,4 +519,4 @@ def _describe(target) -> str | None:
     return d() if callable(d) else str(target)
 
 
-__all__ = ["BatchConfig", "BatchRunner", "BatchSummary", "fmt_secs"]
+__all__ = ["BatchRunner", "BatchSummary", "fmt_secs"]

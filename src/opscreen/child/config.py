@@ -176,8 +176,9 @@ def timing_settings(cfg: dict | None = None, environ: dict | None = None) -> dic
     return out
 
 
-def planned_timer(cfg: dict | None = None, environ: dict | None = None) -> str | None:
-    """``$OPSCREEN_TIMER`` if set, else the config's ``timer``; None when neither names one."""
+def configured_timer(cfg: dict | None = None, environ: dict | None = None) -> str | None:
+    """``$OPSCREEN_TIMER`` if set, else the config's ``timer`` (the harness planned it once:
+    opscreen.op.plan.planned_timer, OpRequest.planned_timer); None when neither names one."""
     cfg = load() if cfg is None else cfg
     environ = os.environ if environ is None else environ
     timer = (environ.get(ENV_TIMER) or cfg.get("timer") or "").strip().lower()

@@ -508,7 +508,7 @@ class TimingState:
     # -- configuration
     def configure(self, cfg: dict, environ: Optional[dict] = None) -> None:
         self.cfg = cfg
-        self.timer = _config.planned_timer(cfg, environ)
+        self.timer = _config.configured_timer(cfg, environ)
         self.settings = Settings.from_config(cfg, environ)
         caps = cfg.get("capabilities") or {}
         if self.settings.l2_flush and caps.get("l2_flush") is False:

@@ -90,7 +90,7 @@ def run(args) -> int:
     from ..assets.inventory import build_inventory, default_suite_root, dump_inventory, inventory_dict
 
     suites = args.suite or [str(default_suite_root())]
-    from ..measure import check_timeout
+    from ..settings import check_timeout
 
     check_timeout(args.timeout)
     jobs = args.jobs if args.jobs is not None else min(4, os.cpu_count() or 1)

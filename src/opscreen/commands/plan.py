@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..op.plan import TIMERS, planned_timer, plugin_plan
+from ..op.plan import planned_timer, plugin_plan
+from ..settings import TIMERS, default
 from ._common import add_backend_arguments, print_json, selection_from
 
 NAME = "plan"
@@ -12,7 +13,7 @@ ORDER = 30
 
 def add_arguments(p) -> None:
     add_backend_arguments(p)
-    p.add_argument("--timer", default="auto", choices=TIMERS, help="requested timer (default auto)")
+    p.add_argument("--timer", default=default("timer"), choices=TIMERS, help="requested timer (default auto)")
     p.add_argument("--json", action="store_true")
 
 

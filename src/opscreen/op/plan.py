@@ -11,8 +11,7 @@ from dataclasses import dataclass
 
 from ..backends import Backend
 from ..errors import UsageError
-
-TIMERS = ("auto", "graph", "direct", "wallclock")
+from ..settings import check_timer, default
 
 DEVICE = "opscreen.child.device"
 IDENTITY = "opscreen.child.identity"
@@ -28,11 +27,10 @@ class Plugin:
     why: str
 
 
-def planned_timer(backend: Backend, requested: str = "auto") -> str:
+def planned_timer(backend: Backend, requested: str = default("timer")) -> str:
     """The timer a run will use: ``auto`` picks graph where capture is possible,
     wallclock on the host CPU, the suite's own do_bench ("direct") elsewhere."""
-    if requested not in TIMERS:
-        raise UsageError(f"unknown timer '{requested}'; use one of {', '.join(TIMERS)}")
+    check_timer(requested)
     if requested == "graph" and not backend.capabilities.graph_capture:
         raise UsageError(
             f"--timer graph needs graph capture, which backend '{backend.name}' does not declare; "
@@ -47,7 +45,7 @@ def planned_timer(backend: Backend, requested: str = "auto") -> str:
     return "direct"
 
 
-def plugin_plan(backend: Backend, timer: str = "auto") -> list[Plugin]:
+def plugin_plan(backend: Backend, timer: str = default("timer")) -> list[Plugin]:
     timer = planned_timer(backend, timer)
     plan = [
         Plugin(DEVICE, "sets the vendor and checks the device before the suite imports its library"),

@@ -32,22 +32,8 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import UsageError
 from .folder import clear_owned
 from ..results.records import REPEAT_DIR, merge_repeat_records, repeat_dir
-
-MAX_REPEATS = 100
-
-
-def validate_repeats(value: Any, name: str = "--repeats") -> int:
-    """An integer 1..MAX_REPEATS, else a one-line UsageError."""
-    try:
-        n = int(str(value).strip())
-    except ValueError:
-        raise UsageError(f"{name} {value!r}: give a whole number of processes per op, 1 to {MAX_REPEATS}") from None
-    if not 1 <= n <= MAX_REPEATS:
-        raise UsageError(f"{name} {n}: give a whole number of processes per op, 1 to {MAX_REPEATS}")
-    return n
 
 
 # -- running ----------------------------------------------------------------------
@@ -79,7 +65,7 @@ def run_repeated(req, out_dir: Path, run_once: Callable[..., Any], *, stop: thre
 
 def _series(req, out_dir: Path, n: int, run_once, say, stop, echo):
     """Run the repeats, merge their record logs, and say how it went; (outcome, block)."""
-    from .run import EXIT_INTERRUPTED, OpOutcome
+    from .request import EXIT_INTERRUPTED, OpOutcome
 
     outcomes = []
     for k in range(1, n + 1):
@@ -124,7 +110,7 @@ def _write_op_files(req, out_dir: Path, outcome, block: dict) -> None:
     """The op's identity (repeat 1's, with the repeats block), child config and result."""
     from .. import contracts
     from ..fsio import atomic_write_text
-    from .run import op_result
+    from .request import op_result
 
     ident = contracts.read(contracts.RUN_IDENTITY, repeat_dir(out_dir, 1) / "run_identity.json") if block["ran"] else None
     if ident is not None:

@@ -18,7 +18,6 @@ import signal
 import socket
 import threading
 from collections import deque
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -26,16 +25,16 @@ from .. import __version__
 from ..backends import Backend, all_visible_keys
 from ..child.config import EXIT_DEVICE_FATAL, FATAL_PREFIX, TIMING_DEFAULTS, TIMING_ENV, caliber, coerce_timing
 from ..errors import UsageError
+from ..settings import SHAPE_MODES
 from .. import contracts
 from ..fsio import utcnow
-from ..measure import MeasureSettings
-from .plan import planned_timer, plugin_plan, pytest_args
+from .plan import plugin_plan, pytest_args
+from .request import op_result
+from .request import EXIT_CRASHED, EXIT_FAILED, EXIT_FATAL, EXIT_INTERRUPTED, EXIT_PASSED, EXIT_TIMEOUT, OpOutcome, OpRequest
 from .process import OutputError, run_streaming
 from .folder import clear_owned
 from .repeats import run_repeated
-from ..providers.flaggems import NodeSpec, Suite
 
-SHAPE_MODES = ("upstream", "curated")
 # Keys the harness sets for a child; never inherited from the caller's environment.
 VENDOR_KEYS = ("GEMS_VENDOR", "FLAGGEMS_VENDOR", "GEMS_BACKEND")
 TUNING_KEYS = ("USE_FLAGTUNE", "USE_FLAGTUNE_COST_MODEL")
@@ -43,129 +42,12 @@ TUNING_KEYS = ("USE_FLAGTUNE", "USE_FLAGTUNE_COST_MODEL")
 # On the host CPU a measurement is cheap to repeat but noisy; cap each case short.
 CPU_TIMING = {"max_time_s": 0.1, "min_samples": 5}
 
-EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_TIMEOUT, EXIT_FATAL, EXIT_CRASHED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 5, 130
 
 _ANSI_RX = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 
 
 def strip_ansi(text: str) -> str:
     return _ANSI_RX.sub("", text)
-
-
-@dataclass
-class OpRequest(MeasureSettings):
-    op: str
-    target: NodeSpec
-    suite: Suite
-    backend: Backend
-    device: int = 0
-    color: bool = False
-    env: dict[str, str] = field(default_factory=dict)  # extra environment for the child
-
-    def settings(self) -> dict:
-        """What a replay needs to run this op again the same way."""
-        return {
-            "op": self.op,
-            "target": self.target.as_dict(),
-            "suite_root": str(self.suite.root),
-            "python": self.suite.python,
-            "backend": self.backend.name,
-            "vendor": self.backend.vendor,
-            "capabilities": self.backend.capabilities.as_dict(),
-            "device": self.device,
-            "timer_requested": self.timer,
-            **{k: v for k, v in self.measure_settings().items() if k != "timer"},
-        }
-
-
-@dataclass
-class OpOutcome:
-    status: str
-    exit_code: int
-    child_returncode: int | None
-    duration_s: float
-    error: str | None
-    out_dir: Path
-    timer: str = ""
-    repeats: dict | None = None  # with --repeats: how many ran and how each ended
-
-    def as_dict(self) -> dict:
-        d = {
-            "status": self.status,
-            "exit_code": self.exit_code,
-            "child_returncode": self.child_returncode,
-            "duration_s": round(self.duration_s, 3),
-            "error": self.error,
-            "timer": self.timer,
-        }
-        if self.repeats is not None:
-            d["repeats"] = self.repeats
-        return d
-
-
-class StopRequest(threading.Event):
-    """A stop event that SIGINT, SIGTERM and SIGHUP set (``opscreen op``): as a context
-    manager it installs the handlers and restores the old ones on exit.
-
-    The handler only sets the event and says so on stderr; :func:`run_once` sees it
-    (before it starts the child, or while it waits for it), kills the child's process
-    group (SIGTERM, ``--grace``, SIGKILL) and writes ``result.json`` with status
-    ``interrupted``. A second signal SIGKILLs the group at once. A SIGHUP ignored at
-    start (``nohup``) stays ignored; SIGINT does not: a shell starts the background
-    jobs of a script with SIGINT ignored, and a harness that ignores it cannot be
-    stopped by it while its child (in a session of its own) runs on.
-    """
-
-    SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
-
-    def __init__(self, who: str = "opscreen op") -> None:
-        super().__init__()
-        self.who = who
-        self.reason: str | None = None  # the name of the first signal
-        self._child = None
-        self._old: dict = {}
-
-    def __enter__(self) -> "StopRequest":
-        if threading.current_thread() is threading.main_thread():
-            for name in self.SIGNALS:
-                sn = getattr(signal, name, None)
-                if sn is None:  # pragma: no cover - not POSIX
-                    continue
-                old = signal.getsignal(sn)
-                if name == "SIGHUP" and old == signal.SIG_IGN:
-                    continue
-                self._old[sn] = old
-                signal.signal(sn, self._on_signal)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for sn, old in self._old.items():
-            signal.signal(sn, old if old is not None else signal.SIG_DFL)
-        self._old.clear()
-
-    def child_started(self, proc) -> None:
-        self._child = proc
-
-    def _say(self, text: str) -> None:
-        try:  # os.write: a handler may interrupt a buffered write to sys.stderr
-            os.write(2, f"{self.who}: {text}\n".encode())
-        except OSError:
-            pass
-
-    def _on_signal(self, signum, frame) -> None:
-        name = signal.Signals(signum).name
-        if not self.is_set():
-            self.reason = name
-            self.set()
-            self._say(f"{name}: stopping; killing the op's process group (send it again to kill at once)")
-            return
-        child = self._child
-        if child is not None:
-            self._say(f"{name} again: killing the op's process group now")
-            try:
-                os.killpg(child.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
 
 
 class _NotStarted(Exception):
@@ -179,13 +61,6 @@ def _stopped(stop: threading.Event | None) -> bool:
 def _interrupted(stop: threading.Event | None) -> str:
     reason = getattr(stop, "reason", None)
     return f"interrupted by {reason}" if reason else "interrupted"
-
-
-def validate_flag01(value: str, name: str) -> str:
-    v = str(value).strip()
-    if v not in ("0", "1"):
-        raise UsageError(f"{name} must be 0 or 1, not {value!r}")
-    return v
 
 
 def _shape_path(suite_root: Path, mode: str, name: str) -> Path | None:
@@ -405,7 +280,6 @@ def run_op(
     echo: Callable[[str], None] | None = None,
 ) -> OpOutcome:
     """Run one op: one child process, or ``req.repeats`` of them merged (repeats.py)."""
-    planned_timer(req.backend, req.timer)  # what can be refused is checked before anything is written
     planned_timing(req.backend)
     shape_source(req.suite.root, req.shape_mode)
     out_dir = Path(out_dir).resolve()
@@ -424,7 +298,7 @@ def run_once(
     echo: Callable[[str], None] | None = None,
 ) -> OpOutcome:
     """One child process for ``req`` writing its files into ``out_dir``."""
-    timer = planned_timer(req.backend, req.timer)
+    timer = req.planned_timer
     caps = req.backend.capabilities
     timing = planned_timing(req.backend)
     out_dir = Path(out_dir).resolve()
@@ -527,12 +401,6 @@ def run_once(
     finish_identity(config, outcome)
     contracts.write(contracts.RESULT, out_dir / "result.json", op_result(req, outcome))
     return outcome
-
-
-def op_result(req: OpRequest, outcome: OpOutcome) -> dict:
-    """The op's ``result.json`` (without its version: :func:`opscreen.contracts.write` adds it)."""
-    return {"op": req.op, "node": req.target.describe(), "device": req.device, "backend": req.backend.name,
-            **outcome.as_dict()}
 
 
 def planned_timing(backend: Backend) -> dict:

@@ -215,32 +215,3 @@ class Suite:
         path, sep, rest = node.partition("::")
         rel = self._check_file(path)
         return rel + (sep + rest if sep else "")
-
-
-# torch's dtype names (torch.<name>), listed here so the harness need not import torch:
-# a name outside them fails in every op's pytest (the suite's --dtypes choices).
-TORCH_DTYPES = frozenset(
-    "float16 half bfloat16 float32 float float64 double int8 int16 short int32 int int64 long "
-    "uint8 uint16 uint32 uint64 bool complex32 chalf complex64 cfloat complex128 cdouble "
-    "float8_e4m3fn float8_e4m3fnuz float8_e5m2 float8_e5m2fnuz float8_e8m0fnu float4_e2m1fn_x2 "
-    "qint8 quint8 qint32 quint4x2 quint2x4".split()
-)
-
-
-def parse_dtypes(value: str | list[str] | None) -> list[str] | None:
-    """``float16,bfloat16`` or ``float16 bfloat16`` or a list -> names (torch. prefix dropped)."""
-    if value is None:
-        return None
-    items = value if isinstance(value, list) else re.split(r"[,\s]+", value)
-    out: list[str] = []
-    for raw in items:
-        for item in re.split(r"[,\s]+", raw):
-            item = item.strip()
-            if not item:
-                continue
-            item = item.removeprefix("torch.")
-            if not _MARKER_RX.match(item) or item not in TORCH_DTYPES:
-                raise UsageError(f"bad dtype {item!r}: give torch dtype names such as float16,bfloat16")
-            if item not in out:
-                out.append(item)
-    return out or None

@@ -1,0 +1,456 @@
+"""Every option of ``opscreen op`` and ``opscreen run``, declared once.
+
+A :class:`Setting` names an option's flag(s), its environment variable (and the
+commands that read it), its default, its parser/validator (a one-line
+:class:`~opscreen.errors.UsageError`), its help, the commands that take it,
+whether it belongs to the caliber (a resume that asks for another value is
+refused) and the key it is recorded under in ``child_config.json`` /
+``run_identity.json`` settings. Derived from these declarations:
+
+- the argparse options of ``op`` and ``run`` (:func:`add_arguments`);
+- the check that no option is given as '' and that a path can be looked up
+  (:func:`check_given_values`);
+- the precedence flag > environment > recorded run (resume or replay) > default,
+  with provenance: where each value came from (:func:`resolve`);
+- the resume clash check for caliber settings (:func:`caliber_clashes`);
+- the settings dicts recorded for a replay or resume (:func:`record`).
+
+Standard library only (and opscreen.errors): the foundation layer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import math
+import re
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
+from .errors import UsageError, check_given, check_path
+
+OP, RUN = "op", "run"
+BOTH = (OP, RUN)
+
+TIMERS = ("auto", "graph", "direct", "wallclock")
+SHAPE_MODES = ("upstream", "curated")
+MAX_REPEATS = 100
+CPU_ALL_SLOTS = 2  # --devices all on cpu: slots 0..min(CPU_ALL_SLOTS, cores)-1
+
+# -- the dtype vocabulary: torch names, one canonical spelling each --------------------
+
+DTYPE_ALIASES = {
+    "half": "float16", "float": "float32", "double": "float64", "short": "int16", "int": "int32", "long": "int64",
+    "chalf": "complex32", "cfloat": "complex64", "cdouble": "complex128",
+}
+TORCH_DTYPES = frozenset(
+    "float16 bfloat16 float32 float64 int8 int16 int32 int64 "
+    "uint8 uint16 uint32 uint64 bool complex32 complex64 complex128 "
+    "float8_e4m3fn float8_e4m3fnuz float8_e5m2 float8_e5m2fnuz float8_e8m0fnu float4_e2m1fn_x2 "
+    "qint8 quint8 qint32 quint4x2 quint2x4".split()
+) | frozenset(DTYPE_ALIASES)
+_NAME_RX = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def canonical_dtype(name: str) -> str | None:
+    """The canonical torch dtype name of ``name`` (``torch.half`` -> ``float16``); None if it is none."""
+    name = name.strip().removeprefix("torch.")
+    if not _NAME_RX.match(name) or name not in TORCH_DTYPES:
+        return None
+    return DTYPE_ALIASES.get(name, name)
+
+
+def parse_dtypes(value: str | list[str] | None) -> list[str] | None:
+    """``float16,bfloat16`` or ``float16 bfloat16`` or a list -> canonical names."""
+    if value is None:
+        return None
+    items = value if isinstance(value, list) else re.split(r"[,\s]+", value)
+    out: list[str] = []
+    for raw in items:
+        for item in re.split(r"[,\s]+", str(raw)):
+            if not item.strip():
+                continue
+            name = canonical_dtype(item)
+            if name is None:
+                raise UsageError(f"bad dtype {item.strip().removeprefix('torch.')!r}: give torch dtype names such as float16,bfloat16")
+            if name not in out:
+                out.append(name)
+    return out or None
+
+
+# -- validators (each raises a one-line UsageError) --------------------------------------
+
+
+def check_timeout(value: float | None, name: str = "--timeout") -> float | None:
+    """A finite number of seconds > 0 (None: no limit)."""
+    if value is not None:
+        value = _float(value, name, "give a positive number of seconds")
+        if not (math.isfinite(value) and value > 0):
+            raise UsageError(f"{name} {value}: give a positive number of seconds")
+    return value
+
+
+def check_grace(value: float, name: str = "--grace") -> float:
+    """A finite number of seconds >= 0."""
+    value = _float(value, name, "give a number of seconds >= 0")
+    if not (math.isfinite(value) and value >= 0):
+        raise UsageError(f"{name} {value}: give a number of seconds >= 0")
+    return value
+
+
+def _float(value: Any, name: str, what: str) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"{name} {value!r}: {what}") from None
+
+
+def validate_repeats(value: Any, name: str = "--repeats") -> int:
+    """An integer 1..MAX_REPEATS."""
+    try:
+        n = int(str(value).strip())
+    except ValueError:
+        raise UsageError(f"{name} {value!r}: give a whole number of processes per op, 1 to {MAX_REPEATS}") from None
+    if not 1 <= n <= MAX_REPEATS:
+        raise UsageError(f"{name} {n}: give a whole number of processes per op, 1 to {MAX_REPEATS}")
+    return n
+
+
+def validate_flag01(value: Any, name: str) -> str:
+    v = str(value).strip()
+    if v not in ("0", "1"):
+        raise UsageError(f"{name} must be 0 or 1, not {value!r}")
+    return v
+
+
+def check_timer(value: Any, name: str = "--timer") -> str:
+    if value not in TIMERS:
+        raise UsageError(f"unknown timer '{value}'; use one of {', '.join(TIMERS)}")
+    return value
+
+
+def _at_least_zero(message: str) -> Callable[[Any, str], int]:
+    def check(value: Any, name: str) -> int:
+        if int(value) < 0:
+            raise UsageError(message.format(name=name, value=value))
+        return int(value)
+
+    return check
+
+
+def _dtypes(value: Any, name: str) -> list[str] | None:
+    return parse_dtypes(value) if value is not None else None
+
+
+def _shape_mode(value: Any, name: str) -> str:
+    if value not in SHAPE_MODES:
+        check_path(value, name)
+    return value
+
+
+def _dismiss(value: Any, name: str) -> str:
+    if value.strip().lower() != "none":  # 'none': no dismiss list
+        check_path(value, name)
+    return value
+
+
+def _args(value: Any, name: str) -> list[str]:
+    return [str(a) for a in value or []]
+
+
+# -- declarations ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One option, declared once. ``check(value, label) -> value`` parses and validates a
+    value from any source; ``label`` names the option in its messages."""
+
+    name: str  # attribute of the request, and argparse dest
+    flags: tuple[str, ...]  # () for a positional
+    help: str | Mapping[str, str]  # str, or command -> str
+    commands: tuple[str, ...] = BOTH
+    default: Any = None
+    env: str | None = None
+    env_commands: tuple[str, ...] = ()  # the commands that read ``env``
+    check: Callable[[Any, str], Any] | None = None
+    label: str | None = None  # the name in a validation message (default: the first flag)
+    caliber: bool = False
+    key: str | Mapping[str, str] | None = None  # recorded-settings key; None: not recorded
+    empty: str | Mapping[str, str] | None = None  # hint when given as ''
+    path: bool = False  # a path that must be lookable-up
+    argparse: Mapping[str, Any] | None = None  # type, choices, nargs, metavar, action ...
+    group: str | None = None  # a mutually exclusive group
+    negative: str | None = None  # ``--no-x`` for a boolean
+
+    def takes(self, command: str) -> bool:
+        return command in self.commands
+
+    def reads_env(self, command: str) -> bool:
+        return self.env is not None and command in self.env_commands
+
+    def key_for(self, command: str) -> str | None:
+        return self.key.get(command) if isinstance(self.key, Mapping) else self.key
+
+    def text(self, what: str | Mapping[str, str] | None, command: str) -> str | None:
+        return what.get(command) if isinstance(what, Mapping) else what
+
+    def help_for(self, command: str) -> str:
+        """The help of this option for ``command``, ``{default}`` filled in."""
+        text = self.text(self.help, command) or ""
+        return text.format(default=self.default) if "{default" in text else text
+
+    @property
+    def display(self) -> str:
+        return self.label or (self.flags[0] if self.flags else self.name.upper())
+
+    def parse(self, value: Any) -> Any:
+        return self.check(value, self.display) if self.check and value is not None else value
+
+
+def _m(**kw) -> MappingProxyType:
+    return MappingProxyType(kw)
+
+
+SETTINGS: tuple[Setting, ...] = (
+    # where it runs (also taken by other commands: opscreen.commands._common.add_backend_arguments)
+    Setting("backend", ("--backend",), "backend name or alias (default: $ZL_BACKEND, else auto-detected, else cpu)",
+            env="ZL_BACKEND", env_commands=(OP,)),  # read by opscreen.backends.select; for run, a resumed run's wins
+    Setting("cap", ("--cap",), "override a capability flag of the backend (repeatable; also $OPSCREEN_CAPS)",
+            argparse=_m(action="append", default=[], metavar="KEY=on|off")),
+    # what to run
+    Setting("op", (), "op name (a pytest marker of the suite); default $OP", commands=(OP,), env="OP",
+            env_commands=(OP,), label="OP", empty="give an op name (a pytest marker of the suite)", argparse=_m(nargs="?")),
+    Setting("op_file", ("--op-file",), "benchmark file that holds the op (default $OP_FILE; else found by marker scan)",
+            commands=(OP,), env="OP_FILE", env_commands=(OP,), empty="give a benchmark file such as test_abs.py"),
+    Setting("test_node", ("--test-node",), "a pytest node id passed through as given (default $TEST_NODE)",
+            commands=(OP,), env="TEST_NODE", env_commands=(OP,), empty="give a pytest node id"),
+    Setting("suite", ("--suite",), "suite root (default $FLAGGEMS_ROOT, else the bundled sample suite)", env="FLAGGEMS_ROOT",
+            env_commands=(OP,), path=True,
+            empty="give the suite root (leave --suite out for $FLAGGEMS_ROOT or the bundled sample suite)"),
+    Setting("python", ("--python",), "the suite's Python interpreter (default: this one)", path=True,
+            empty="give the suite's interpreter (leave --python out for this one)"),
+    Setting("device", ("--device",), "device index (default 0)", commands=(OP,), default=0, key="device",
+            check=_at_least_zero("{name} {value}: give a device index >= 0"), argparse=_m(type=int)),
+    Setting("devices", ("--devices", "--gpus"), "devices to use: 0,1,4-7 or 'all' (default all: the devices the backend "
+            f"enumerates; on cpu, slots 0..min({CPU_ALL_SLOTS},cores)-1)", commands=(RUN,)),
+    Setting("ops", ("--ops",), "comma-separated ops (markers) to run (default: every op of the suite)", commands=(RUN,),
+            group="ops", empty="give comma-separated op names (leave --ops out for every op)"),
+    Setting("ops_file", ("--ops-file",), "file with one op per line ('#' comments, blank lines ignored)",
+            commands=(RUN,), group="ops", path=True, empty="give a file with one op per line"),
+    Setting("inventory", ("--inventory",), "take the op list from an inventory file (opscreen inventory)",
+            commands=(RUN,), group="ops", path=True, empty="give an inventory file"),
+    Setting("out", ("--out",), {OP: "output directory (default runs/op/<op>)",
+                                RUN: "run directory (default runs/run-<UTC time>); an existing one is resumed"}, path=True,
+            empty={OP: "give an output directory (leave --out out for runs/op/<op>)",
+                   RUN: "give a run directory (leave --out out for runs/run-<time>)"}),
+    # how it is measured
+    Setting("timer", ("--timer",), "timer (default auto: graph where capture is possible)", default="auto",
+            check=check_timer, caliber=True, key={OP: "timer_requested", RUN: "timer"}, argparse=_m(choices=TIMERS)),
+    Setting("dtypes", ("--dtypes",), "comma-separated dtypes passed to the suite (default $DTYPES, else each op's own)",
+            env="DTYPES", env_commands=BOTH, check=_dtypes, caliber=True, key="dtypes",
+            empty={OP: "give dtypes such as float16,bfloat16 (leave --dtypes out for the op's own)",
+                   RUN: "give dtypes such as float16,bfloat16 (leave --dtypes out for each op's own)"}),
+    Setting("shape_mode", ("--shape-mode",), "upstream (default, $SHAPE_MODE), curated, or a shape file path",
+            default="upstream", env="SHAPE_MODE", env_commands=BOTH, check=_shape_mode, caliber=True, key="shape_mode",
+            empty="give upstream, curated or a shape file"),
+    Setting("level", ("--level",), "suite level (default {default})", default="core", caliber=True, key="level",
+            empty="give the suite level (core or comprehensive)"),
+    Setting("use_flagtune", ("--use-flagtune",), "USE_FLAGTUNE for the child (default $USE_FLAGTUNE, else 0)",
+            default="0", env="USE_FLAGTUNE", env_commands=BOTH, check=validate_flag01, label="USE_FLAGTUNE",
+            caliber=True, key="use_flagtune", argparse=_m(choices=("0", "1"))),
+    Setting("use_flagtune_cost_model", ("--use-flagtune-cost-model",),
+            "USE_FLAGTUNE_COST_MODEL for the child (default $USE_FLAGTUNE_COST_MODEL, else 0)", default="0",
+            env="USE_FLAGTUNE_COST_MODEL", env_commands=BOTH, check=validate_flag01, label="USE_FLAGTUNE_COST_MODEL",
+            caliber=True, key="use_flagtune_cost_model", argparse=_m(choices=("0", "1"))),
+    Setting("timeout", ("--timeout",), "seconds per op process before its process group is killed (default {default:g})",
+            default=1800.0, check=check_timeout, key="timeout", argparse=_m(type=float)),
+    Setting("grace", ("--grace",), "seconds between SIGTERM and SIGKILL of a child group (default {default:g})", default=10.0,
+            check=check_grace, key="grace", argparse=_m(type=float)),
+    Setting("repeats", ("--repeats",), "processes per op, each fresh; >1 records per-case medians and the spread "
+            "between processes (default {default}; docs/timing.md)", default=1, check=validate_repeats, caliber=True, key="repeats"),
+    Setting("retries", ("--retries",), "extra attempts for a failed op, in fresh processes (default {default})", commands=(RUN,),
+            default=2, check=_at_least_zero("{name} must be >= 0"), key="retries", argparse=_m(type=int)),
+    Setting("fatal_threshold", ("--fatal-threshold",), "device-fatal exits in a row (distinct ops) that mark a device "
+            "bad (default {default}; 0: never)", commands=(RUN,), default=3, check=_at_least_zero("{name} must be >= 0"),
+            key="fatal_threshold", argparse=_m(type=int)),
+    Setting("steal", ("--steal",), "idle devices take queued ops from the busiest (default)", commands=(RUN,),
+            default=True, key="steal", negative="--no-steal", argparse=_m(action="store_true")),
+    # runs to continue or repeat
+    Setting("replay_from", ("--replay-from",), {
+        OP: "an earlier op output dir: run again with its recorded settings (default $REPLAY_FROM)",
+        RUN: "an earlier RUN_DIR: run its ops that did not pass (or --ops) with its recorded settings"},
+        env="REPLAY_FROM", env_commands=(OP,), path=True,
+        empty={OP: "give the output dir of an earlier 'opscreen op'", RUN: "give an earlier run directory"}),
+    Setting("shard", ("--shard",), "I/N: run only the ops whose stable hash falls in shard I of N (0 <= I < N)",
+            commands=(RUN,), empty="give I/N (leave --shard out for every op)"),
+    Setting("resume", ("--resume",), "resume RUN_DIR (default when it exists)", commands=(RUN,),
+            negative="--no-resume", argparse=_m(action="store_true")),
+    Setting("dismiss", ("--dismiss",), "dismiss list (ops not to run, with reasons); 'none' disables the default list",
+            commands=(RUN,), check=_dismiss, empty="give a dismiss file, or 'none'"),
+    Setting("plain", ("--plain",), "plain lines even on a terminal (no live view)", commands=(RUN,), default=False,
+            argparse=_m(action="store_true")),
+    # everything after the first ``--``: cli.main splits the command line there before argparse
+    # runs (argparse mixes a ``--`` tail into optional positionals such as ``opscreen op [OP]``),
+    # so this positional only shows the syntax in --help and catches stray words before ``--``
+    Setting("extra_args", (), "extra pytest arguments, after --: e.g. -- --warmup 25 --iter 100 (give an option's value "
+            "in the same word, --output=PATH)", default=(), check=_args, caliber=True, key="extra_args",
+            argparse=_m(dest="pytest_args", nargs="*", metavar="-- PYTEST_ARGS")),
+)
+BY_NAME: Mapping[str, Setting] = MappingProxyType({s.name: s for s in SETTINGS})
+# A resume or replay that asks for other values of these is refused (besides backend, vendor and suite).
+CALIBER = tuple(s.name for s in SETTINGS if s.caliber)
+# What one op and a batch share: how each op is measured (a batch hands them to each op's request).
+MEASURE = tuple(s.name for s in SETTINGS if s.key is not None and s.commands == BOTH)
+
+
+def declared(command: str) -> list[Setting]:
+    return [s for s in SETTINGS if s.takes(command)]
+
+
+def default(name: str) -> Any:
+    return copy.copy(BY_NAME[name].default)
+
+
+def defaults(command: str) -> dict[str, Any]:
+    """name -> default of the recorded settings ``command`` takes."""
+    return {s.name: default(s.name) for s in declared(command) if s.key_for(command)}
+
+
+def _dest(s: Setting) -> str:
+    return (s.argparse or {}).get("dest", s.name)
+
+
+# -- derived: the parser -----------------------------------------------------------------
+
+
+def add_arguments(p: argparse.ArgumentParser, command: str, names: tuple[str, ...] | None = None) -> None:
+    """The options ``command`` takes (or only ``names``), in declaration order."""
+    groups: dict[str, Any] = {}
+    for s in declared(command):
+        if names is not None and s.name not in names:
+            continue
+        if s.group and s.group not in groups:
+            groups[s.group] = p.add_mutually_exclusive_group()
+        _add_argument(groups[s.group] if s.group else p, s, command)
+
+
+def _add_argument(target, s: Setting, command: str) -> None:
+    kw = dict(s.argparse or {})
+    if s.negative:
+        kw["default"] = None
+    if not s.flags:
+        target.add_argument(kw.pop("dest", s.name), help=s.help_for(command), **kw)
+        return
+    kw.setdefault("dest", s.name)
+    target.add_argument(*s.flags, help=s.help_for(command), **kw)
+    if s.negative:
+        target.add_argument(s.negative, dest=s.name, action="store_false", help=f"the opposite of {s.flags[0]}")
+
+
+# -- derived: given values ----------------------------------------------------------------
+
+
+def given(args, command: str, name: str) -> Any:
+    """The value given on the command line for ``name`` (None when not given)."""
+    s = BY_NAME[name]
+    v = getattr(args, _dest(s), None)
+    if not s.flags and (s.argparse or {}).get("nargs") == "*":
+        return list(v) if v else None
+    return v
+
+
+def check_given_values(args, command: str) -> None:
+    """No option given as '' (no silent default) and every path lookable-up: one line."""
+    for s in declared(command):
+        hint = s.text(s.empty, command)
+        if hint:
+            check_given(given(args, command, s.name), s.display, hint)
+    for s in declared(command):
+        if s.path:
+            check_path(given(args, command, s.name), s.display)
+
+
+def env_value(s: Setting, command: str, environ: Mapping[str, str]) -> str | None:
+    if not s.reads_env(command):
+        return None
+    v = environ.get(s.env)
+    return v if v not in (None, "") else None
+
+
+# -- derived: precedence with provenance --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """Values after flag > environment > recorded > default, and where each came from
+    (``flag``, ``env NAME``, ``recorded`` or ``default``)."""
+
+    command: str
+    values: Mapping[str, Any]
+    sources: Mapping[str, str]
+
+    def __getitem__(self, name: str) -> Any:
+        return copy.copy(self.values[name])
+
+    def explicit(self, name: str) -> bool:
+        return self.sources.get(name, "default").startswith(("flag", "env"))
+
+    def provenance(self) -> dict[str, str]:
+        return dict(self.sources)
+
+    def over(self, recorded: Mapping[str, Any] | None) -> "Resolved":
+        """These values over a recorded run's settings: each value still at its default
+        takes the recorded one (parsed and validated) where there is one."""
+        values, sources = dict(self.values), dict(self.sources)
+        for name, source in self.sources.items():
+            s = BY_NAME[name]
+            key = s.key_for(self.command)
+            if source == "default" and key and key in (recorded or {}):
+                if recorded[key] is not None or s.default is None:
+                    values[name], sources[name] = s.parse(recorded[key]), "recorded"
+        return Resolved(self.command, MappingProxyType(values), MappingProxyType(sources))
+
+
+def resolve(command: str, args, environ: Mapping[str, str], recorded: Mapping[str, Any] | None = None) -> Resolved:
+    """The settings ``command`` takes, flag > environment (for the commands that read it) >
+    ``recorded`` (a run resumed or replayed) > default: parsed, validated, with provenance."""
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for s in declared(command):
+        flag = given(args, command, s.name)
+        env = env_value(s, command, environ)
+        if flag is not None:
+            values[s.name], sources[s.name] = s.parse(flag), "flag"
+        elif env is not None:
+            values[s.name], sources[s.name] = s.parse(env), f"env {s.env}"
+        else:
+            values[s.name], sources[s.name] = copy.copy(s.default), "default"
+    return Resolved(command, MappingProxyType(values), MappingProxyType(sources)).over(recorded)
+
+
+def caliber_clashes(resolved: Resolved, recorded: Mapping[str, Any]) -> list[str]:
+    """Caliber settings asked explicitly (flag or environment) with another value than the recorded run's."""
+    out = []
+    for name in CALIBER:
+        key = BY_NAME[name].key_for(resolved.command)
+        if name in resolved.values and resolved.explicit(name) and key in recorded:
+            asked, had = resolved.values[name], recorded[key]
+            if _json(asked) != _json(had):
+                out.append(f"{key}: recorded {had!r}, asked {asked!r}")
+    return out
+
+
+def _json(v: Any) -> Any:
+    return list(v) if isinstance(v, tuple) else v
+
+
+def record(command: str, obj: Any) -> dict[str, Any]:
+    """The recorded settings of ``obj`` (an OpRequest or BatchConfig): key -> a JSON-ready copy."""
+    out: dict[str, Any] = {}
+    for s in declared(command):
+        key = s.key_for(command)
+        if key and hasattr(obj, s.name):
+            out[key] = _json(copy.copy(getattr(obj, s.name)))
+    return out
