@@ -31,7 +31,6 @@ CHILD = "opscreen.child"
 # test_allow_lists_hold_only_live_entries).
 LONG_FUNCTIONS_ALLOWED = {
     # (file under src/opscreen, qualified function name): owner
-    ("op/run.py", "run_once"): "A/B: op/run.py (request, result and config writes)",
 }
 EDGES_ALLOWED = {
     # (importer, imported): owner and what lands to remove it

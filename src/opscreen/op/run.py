@@ -297,18 +297,28 @@ def run_once(
     stop: threading.Event | None = None,
     echo: Callable[[str], None] | None = None,
 ) -> OpOutcome:
-    """One child process for ``req`` writing its files into ``out_dir``."""
-    timer = req.planned_timer
-    caps = req.backend.capabilities
-    timing = planned_timing(req.backend)
+    """One child process for ``req`` writing its files into ``out_dir``: the child
+    config, then run.log as the child runs, then the identity and result.json."""
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     clear_owned(out_dir)
     shape_file = shape_file_for(req, out_dir)
     config_path = out_dir / "child_config.json"
     shim = python_shim(out_dir)
-    argv, addopts = build_argv(req, shape_file, timer)
-    config = {
+    argv, addopts = build_argv(req, shape_file, req.planned_timer)
+    config = contracts.write(contracts.CHILD_CONFIG, config_path, child_config(req, out_dir, shape_file, argv, addopts))
+    env = child_env(req, config_path, shim)
+    env["PYTEST_ADDOPTS"] = " ".join(filter(None, [shlex.join(addopts), os.environ.get("PYTEST_ADDOPTS", "")]))
+    outcome = _run_child(req, out_dir, argv, addopts, env, stop, echo)
+    finish_identity(config, outcome)
+    contracts.write(contracts.RESULT, out_dir / "result.json", op_result(req, outcome))
+    return outcome
+
+
+def child_config(req: OpRequest, out_dir: Path, shape_file: Path | None, argv: list[str], addopts: list[str]) -> dict:
+    """What the child plugins read (``child_config.json``; docs/contracts.md)."""
+    caps = req.backend.capabilities
+    return {
         "op": req.op,
         "marker": req.target.marker_expr,
         "node": req.target.describe(),
@@ -327,9 +337,9 @@ def run_once(
         "torch_modules": list(req.backend.torch_modules),
         "visible_env_keys": list(all_visible_keys()),
         "capabilities": caps.as_dict(),
-        "timer": timer,
+        "timer": req.planned_timer,
         "timer_requested": req.timer,
-        "timing": timing,
+        "timing": planned_timing(req.backend),
         "repeats": int(req.repeats),
         "level": req.level,
         "dtypes": req.dtypes,
@@ -347,10 +357,13 @@ def run_once(
         "pytest_addopts": addopts,
         "settings": req.settings(),
     }
-    config = contracts.write(contracts.CHILD_CONFIG, config_path, config)
-    env = child_env(req, config_path, shim)
-    env["PYTEST_ADDOPTS"] = " ".join(filter(None, [shlex.join(addopts), os.environ.get("PYTEST_ADDOPTS", "")]))
 
+
+def _run_child(req: OpRequest, out_dir: Path, argv: list[str], addopts: list[str], env: dict[str, str],
+               stop: threading.Event | None, echo: Callable[[str], None] | None) -> OpOutcome:
+    """Start the child, stream its output into run.log (between the banners) and
+    ``echo``, and classify how it ended."""
+    timer = req.planned_timer
     tail: deque[str] = deque(maxlen=400)
     log_lock = threading.Lock()
     with open(out_dir / "run.log", "w", encoding="utf-8") as log:
@@ -369,16 +382,8 @@ def run_once(
         try:
             if _stopped(stop):
                 raise _NotStarted
-            res = run_streaming(
-                argv,
-                on_line=lambda raw: emit(raw, raw),
-                timeout=req.timeout,
-                grace=req.grace,
-                env=env,
-                cwd=req.suite.root,
-                stop=stop,
-                on_start=getattr(stop, "child_started", None),
-            )
+            res = run_streaming(argv, on_line=lambda raw: emit(raw, raw), timeout=req.timeout, grace=req.grace,
+                                env=env, cwd=req.suite.root, stop=stop, on_start=getattr(stop, "child_started", None))
         except OutputError as exc:  # run.log cannot be written (full disk): the child was killed
             raise exc.cause from None
         except _NotStarted:  # stopped before the child started
@@ -388,19 +393,22 @@ def run_once(
             emit(f"[opscreen] {msg}\n")
             outcome = OpOutcome("crashed", EXIT_CRASHED, None, 0.0, msg, out_dir, timer)
         else:
-            status, code, err = classify(res.returncode, res.timed_out, res.interrupted, list(tail))
-            if res.interrupted:
-                err = _interrupted(stop)
-            if res.timed_out:
-                where = where_stuck(tail, req.suite.root)
-                err = (f"timed out after {req.timeout:g} s" + (f" in {where}" if where else "")
-                       + (f"; last error: {err}" if err else ""))
-            outcome = OpOutcome(status, code, res.returncode, res.duration_s, err, out_dir, timer)
+            outcome = _outcome(req, res, list(tail), stop, out_dir)
         for line in banner_end(outcome):
             emit(line + "\n")
-    finish_identity(config, outcome)
-    contracts.write(contracts.RESULT, out_dir / "result.json", op_result(req, outcome))
     return outcome
+
+
+def _outcome(req: OpRequest, res, tail: list[str], stop: threading.Event | None, out_dir: Path) -> OpOutcome:
+    """How a child that ran ended: status, exit code and the error worth a line."""
+    status, code, err = classify(res.returncode, res.timed_out, res.interrupted, tail)
+    if res.interrupted:
+        err = _interrupted(stop)
+    if res.timed_out:
+        where = where_stuck(tail, req.suite.root)
+        err = (f"timed out after {req.timeout:g} s" + (f" in {where}" if where else "")
+               + (f"; last error: {err}" if err else ""))
+    return OpOutcome(status, code, res.returncode, res.duration_s, err, out_dir, req.planned_timer)
 
 
 def planned_timing(backend: Backend) -> dict:
