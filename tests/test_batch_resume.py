@@ -131,11 +131,20 @@ def test_leftovers_of_a_killed_runner_are_reaped_on_resume(faults):
     """A runner SIGKILLed while an op holds a grandchild: the restart kills it."""
     out = faults.tmp / "run"
     proc = faults.popen(out, "--ops", "hang", "--devices", "0", "--timeout", "120")
+    sigkill_when_children_run(proc, faults.state / "pids", 2)  # pytest child + its sleep
+    assert faults.tagged(), "the killed runner's children should still be there"
+    res = faults.run(out, "--ops", "ok_a", "--devices", "0", "--timeout", "20")
+    assert res.returncode == 0, res.stdout + res.stderr
+    faults.assert_no_leftovers(wait=2)
+
+
+def sigkill_when_children_run(proc, pid_dir, n: int) -> None:
+    """SIGKILL the runner ``proc`` once ``n`` of its children have written their pid
+    files into ``pid_dir`` (at most 60 s), so they outlive it."""
     try:
-        pids = faults.state / "pids"
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            if pids.is_dir() and len(list(pids.iterdir())) >= 2:  # pytest child + its sleep
+            if pid_dir.is_dir() and len(list(pid_dir.iterdir())) >= n:
                 break
             time.sleep(0.1)
         proc.send_signal(signal.SIGKILL)
@@ -144,10 +153,6 @@ def test_leftovers_of_a_killed_runner_are_reaped_on_resume(faults):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert faults.tagged(), "the killed runner's children should still be there"
-    res = faults.run(out, "--ops", "ok_a", "--devices", "0", "--timeout", "20")
-    assert res.returncode == 0, res.stdout + res.stderr
-    faults.assert_no_leftovers(wait=2)
 
 
 def _alive_pids(pids: list[int]) -> list[int]:
@@ -168,18 +173,7 @@ def test_resume_through_the_other_name_of_a_symlinked_run_dir_kills_leftovers(fa
     args = ["--ops", "ok_a,ok_b,ok_c,ok_d", "--devices", "0,1", "--timeout", "120", "--grace", "0.5"]
     proc = faults.popen(names[first], *args, env={"FAULTS_OP_SLEEP": "60"})
     pid_dir = faults.state / "pids"
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if pid_dir.is_dir() and len(list(pid_dir.iterdir())) >= 2:  # one child per device
-                break
-            time.sleep(0.1)
-        proc.send_signal(signal.SIGKILL)
-        proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    sigkill_when_children_run(proc, pid_dir, 2)  # one child per device
     old = sorted(int(p.name) for p in pid_dir.iterdir())
     assert len(_alive_pids(old)) >= 2, "the killed runner's children should still be running"
 

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .. import settings as S
-from ..op.request import validated
+from ..op.request import Measurement, validated
 
 
 @dataclass(frozen=True, kw_only=True)
-class BatchConfig:
+class BatchConfig(Measurement):
     """Everything a batch run needs, resolved (no defaults left to guess).
 
     ``ops``: the ops to run, after ``--shard`` and the dismiss list, in order;
@@ -25,16 +24,6 @@ class BatchConfig:
     targets: Mapping[str, Any]
     dismissed: Mapping[str, str] = field(default_factory=dict)
     op_dtypes: Mapping[str, list[str]] = field(default_factory=dict)
-    timer: str = S.default("timer")
-    dtypes: list[str] | None = S.default("dtypes")
-    shape_mode: str = S.default("shape_mode")
-    level: str = S.default("level")
-    use_flagtune: str = S.default("use_flagtune")
-    use_flagtune_cost_model: str = S.default("use_flagtune_cost_model")
-    timeout: float | None = S.default("timeout")
-    grace: float = S.default("grace")
-    extra_args: list[str] = field(default_factory=lambda: S.default("extra_args"))
-    repeats: int = S.default("repeats")
     retries: int = S.default("retries")
     steal: bool = S.default("steal")
     fatal_threshold: int = S.default("fatal_threshold")
@@ -44,15 +33,9 @@ class BatchConfig:
     rerun: list[str] = field(default_factory=list)  # complete ops to run again (replay in place)
     all_ops: list[str] | None = None  # the run's whole op list when this session runs a part (replay in place)
     argv: list[str] = field(default_factory=list)
-    provenance: Mapping[str, str] = field(default_factory=dict, compare=False)  # setting -> where its value came from
-    planned_timer: str = field(init=False, default="")  # the timer the children will use (op/plan.py)
 
     def __post_init__(self) -> None:
         validated(self, S.RUN)
-
-    def measure_settings(self) -> dict:
-        """How each op is measured (what its OpRequest takes from the batch), as copies."""
-        return {n: copy.copy(getattr(self, n)) for n in S.MEASURE}
 
     def settings(self) -> dict:
         """What a resume or ``--replay-from`` needs to run the same way (JSON)."""

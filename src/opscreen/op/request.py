@@ -31,12 +31,11 @@ def validated(obj: Any, command: str) -> None:
 
 
 @dataclass(frozen=True, kw_only=True)
-class OpRequest:
-    op: str
-    target: NodeSpec
-    suite: Suite
-    backend: Backend
-    device: int = S.default("device")
+class Measurement:
+    """How ops are measured: the settings one op (:class:`OpRequest`) and a batch
+    (:class:`~opscreen.batch.config.BatchConfig`) share, with where each value came
+    from and the timer they plan."""
+
     timer: str = S.default("timer")
     dtypes: list[str] | None = S.default("dtypes")
     shape_mode: str = S.default("shape_mode")
@@ -47,17 +46,26 @@ class OpRequest:
     grace: float = S.default("grace")
     extra_args: list[str] = field(default_factory=lambda: S.default("extra_args"))
     repeats: int = S.default("repeats")  # processes per op; >1 merges their medians (op/repeats.py)
+    provenance: Mapping[str, str] = field(default_factory=dict, compare=False)  # setting -> where its value came from
+    planned_timer: str = field(init=False, default="")  # the timer the children will use (op/plan.py)
+
+    def measure_settings(self) -> dict:
+        """These settings as copies (what an op's request takes from a batch)."""
+        return {n: copy.copy(getattr(self, n)) for n in S.MEASURE}
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpRequest(Measurement):
+    op: str
+    target: NodeSpec
+    suite: Suite
+    backend: Backend
+    device: int = S.default("device")
     color: bool = False
     env: Mapping[str, str] = field(default_factory=dict)  # extra environment for the child
-    provenance: Mapping[str, str] = field(default_factory=dict, compare=False)  # setting -> where its value came from
-    planned_timer: str = field(init=False, default="")  # the timer the child will use (op/plan.py)
 
     def __post_init__(self) -> None:
         validated(self, S.OP)
-
-    def measure_settings(self) -> dict:
-        """How this op is measured (the settings a batch shares with it), as copies."""
-        return {n: copy.copy(getattr(self, n)) for n in S.MEASURE}
 
     def settings(self) -> dict:
         """What a replay needs to run this op again the same way."""
