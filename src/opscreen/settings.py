@@ -218,7 +218,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("backend", ("--backend",), "backend name or alias (default: $ZL_BACKEND, else auto-detected, else cpu)",
             env="ZL_BACKEND", env_commands=(OP,)),  # read by opscreen.backends.select; for run, a resumed run's wins
     Setting("cap", ("--cap",), "override a capability flag of the backend (repeatable; also $OPSCREEN_CAPS)",
-            argparse=_m(action="append", default=[], metavar="KEY=on|off")),
+            env="OPSCREEN_CAPS", argparse=_m(action="append", default=[], metavar="KEY=on|off")),  # read by backends.select
     # what to run
     Setting("op", (), "op name (a pytest marker of the suite); default $OP", commands=(OP,), env="OP",
             env_commands=(OP,), label="OP", empty="give an op name (a pytest marker of the suite)", argparse=_m(nargs="?")),

@@ -16,6 +16,7 @@ import importlib
 import os
 from dataclasses import dataclass, fields
 
+from ..settings import BY_NAME as SETTINGS
 from ..errors import UsageError
 from .base import Backend, Capabilities, Device, Enumeration
 
@@ -89,16 +90,20 @@ def _hygon_present() -> bool:
     return shutil.which("hy-smi") is not None
 
 
+BACKEND_ENV = SETTINGS["backend"].env  # ZL_BACKEND: declared once, in opscreen.settings
+CAPS_ENV = SETTINGS["cap"].env  # OPSCREEN_CAPS
+
+
 def select(flag: str | None = None, env: dict | None = None, caps: list[str] | None = None) -> Selection:
     env = os.environ if env is None else env
     if flag:
         sel = Selection(resolve(flag), "--backend", flag)
-    elif env.get("ZL_BACKEND"):
-        sel = Selection(resolve(env["ZL_BACKEND"]), "ZL_BACKEND", env["ZL_BACKEND"])
+    elif env.get(BACKEND_ENV):
+        sel = Selection(resolve(env[BACKEND_ENV]), BACKEND_ENV, env[BACKEND_ENV])
     else:
         b, how = detect()
         sel = Selection(b, how)
-    overrides = parse_cap_overrides(env.get("OPSCREEN_CAPS", ""), origin="OPSCREEN_CAPS")
+    overrides = parse_cap_overrides(env.get(CAPS_ENV, ""), origin=CAPS_ENV)
     for spec in caps or []:
         overrides.update(parse_cap_overrides(spec, origin="--cap"))
     if overrides:

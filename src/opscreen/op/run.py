@@ -25,7 +25,7 @@ from .. import __version__
 from ..backends import Backend, all_visible_keys
 from ..child.config import EXIT_DEVICE_FATAL, FATAL_PREFIX, TIMING_DEFAULTS, TIMING_ENV, caliber, coerce_timing
 from ..errors import UsageError
-from ..settings import SHAPE_MODES
+from ..settings import BY_NAME as SETTINGS, SHAPE_MODES
 from .. import contracts
 from ..fsio import utcnow
 from .plan import plugin_plan, pytest_args
@@ -37,7 +37,6 @@ from .repeats import run_repeated
 
 # Keys the harness sets for a child; never inherited from the caller's environment.
 VENDOR_KEYS = ("GEMS_VENDOR", "FLAGGEMS_VENDOR", "GEMS_BACKEND")
-TUNING_KEYS = ("USE_FLAGTUNE", "USE_FLAGTUNE_COST_MODEL")
 
 # On the host CPU a measurement is cheap to repeat but noisy; cap each case short.
 CPU_TIMING = {"max_time_s": 0.1, "min_samples": 5}
@@ -114,8 +113,8 @@ def child_env(req: OpRequest, config_path: Path, shim: Path) -> dict[str, str]:
     for key in VENDOR_KEYS:
         env.pop(key, None)
     env["GEMS_VENDOR"] = req.backend.vendor
-    env["USE_FLAGTUNE"] = req.use_flagtune
-    env["USE_FLAGTUNE_COST_MODEL"] = req.use_flagtune_cost_model
+    for name in ("use_flagtune", "use_flagtune_cost_model"):  # set explicitly, never inherited
+        env[SETTINGS[name].env] = getattr(req, name)
     env["OPSCREEN_CHILD_CONFIG"] = str(config_path)
     env["PYTHONUNBUFFERED"] = "1"
     # pytest cuts its summary lines to the terminal width; a pipe has none.

@@ -28,8 +28,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from ..settings import BY_NAME as SETTINGS
 from ..errors import UsageError, check_path, shown
 
+SUITE_ENV = SETTINGS["suite"].env  # FLAGGEMS_ROOT: declared once, in opscreen.settings
 SAMPLE_SUITE = Path(__file__).resolve().parent.parent / "sample_suite"
 BENCH_DIR = "benchmark"
 
@@ -111,8 +113,8 @@ class Suite:
         env = os.environ if env is None else env
         if flag:
             root, source = Path(flag), "--suite"
-        elif env.get("FLAGGEMS_ROOT"):
-            root, source = Path(env["FLAGGEMS_ROOT"]), "FLAGGEMS_ROOT"
+        elif env.get(SUITE_ENV):
+            root, source = Path(env[SUITE_ENV]), SUITE_ENV
         else:
             root, source = SAMPLE_SUITE, "sample"
         check_path(root, source)
