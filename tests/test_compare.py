@@ -192,8 +192,11 @@ def _one(a_row, b_row, **kw):
 
 def test_noise_aware_verdicts():
     # 4% slower but each speedup carries ~4% noise: inside 2 x sqrt(noise_a^2 + noise_b^2) -> same
-    r = _one({"speedup": 1.0, "torch_rsd": 0.03, "lib_rsd": 0.03}, {"speedup": 0.96, "torch_rsd": 0.03, "lib_rsd": 0.03})
+    # (with --max-band above that 12% band; at the default 5% the row is unresolved)
+    wide = ({"speedup": 1.0, "torch_rsd": 0.03, "lib_rsd": 0.03}, {"speedup": 0.96, "torch_rsd": 0.03, "lib_rsd": 0.03})
+    r = _one(*wide, max_band=0.2)
     assert r.verdict == Verdict.SAME and r.basis == "noise" and r.band == pytest.approx(2 * 0.06, rel=1e-6)
+    assert _one(*wide).verdict == Verdict.UNRESOLVED
     # 2% slower with 0.1% noise: a real change, although the 3% threshold would call it same
     r = _one({"speedup": 1.0, "torch_rsd": 0.001, "lib_rsd": 0.001}, {"speedup": 0.98, "torch_rsd": 0.001, "lib_rsd": 0.001})
     assert r.verdict == Verdict.SLOWER and r.change == pytest.approx(-0.02)
@@ -233,12 +236,14 @@ def test_aa_floor_keeps_between_process_drift_same(tmp_path):
     r = _one({"speedup": 1.0, **quiet}, {"speedup": 0.94, **quiet})
     assert r.verdict == Verdict.SLOWER
     # ... but within the 8% this op drifted between two identical processes
-    r = _one({"speedup": 1.0, **quiet}, {"speedup": 0.94, **quiet}, floors=floors)
+    # (an 8% floor is wider than the default --max-band 5%: unresolved unless max_band allows it)
+    assert _one({"speedup": 1.0, **quiet}, {"speedup": 0.94, **quiet}, floors=floors).verdict == Verdict.UNRESOLVED
+    r = _one({"speedup": 1.0, **quiet}, {"speedup": 0.94, **quiet}, floors=floors, max_band=0.1)
     assert r.verdict == Verdict.SAME and r.basis == "noise+aa" and r.band == pytest.approx(math.log1p(0.08))
-    r = _one({"speedup": 1.0, **quiet}, {"speedup": 0.90, **quiet}, floors=floors)
+    r = _one({"speedup": 1.0, **quiet}, {"speedup": 0.90, **quiet}, floors=floors, max_band=0.1)
     assert r.verdict == Verdict.SLOWER
     # rows without noise: the floor widens the threshold too; ops the A/A lacks keep theirs
-    r = _one({"speedup": 1.0}, {"speedup": 0.94}, floors=floors)
+    r = _one({"speedup": 1.0}, {"speedup": 0.94}, floors=floors, max_band=0.1)
     assert r.verdict == Verdict.SAME and r.basis == "threshold+aa"
     r = _one({"speedup": 1.0}, {"speedup": 0.94}, floors={"not_this_op": 1.0})
     assert r.verdict == Verdict.SLOWER and r.basis == "threshold"

@@ -8,6 +8,8 @@ import sys
 
 from .. import settings as S
 from ..backends import Selection, resolve, select
+from ..errors import UsageError
+from ..results.summary import DEFAULT_MAX_BAND
 
 
 def add_backend_arguments(p: argparse.ArgumentParser) -> None:
@@ -31,3 +33,21 @@ def selection_from(args) -> Selection:
 def print_json(obj) -> None:
     json.dump(obj, sys.stdout, indent=2, sort_keys=False)
     sys.stdout.write("\n")
+
+
+def percent(text) -> float:
+    """A percentage option's value (``3`` or ``3%``) -> 3.0; UsageError when not one or negative."""
+    try:
+        v = float(str(text).rstrip("%"))
+    except ValueError:
+        raise UsageError(f"not a percentage: {text!r} (e.g. 3 or 3%)") from None
+    if v < 0 or v != v:
+        raise UsageError(f"a percentage must not be negative: {text!r}")
+    return v
+
+
+def add_max_band_argument(p: argparse.ArgumentParser) -> None:
+    """``--max-band PCT``: rows whose band is wider are "unresolved" (compare, summary)."""
+    p.add_argument("--max-band", default=f"{DEFAULT_MAX_BAND * 100:g}", metavar="PCT",
+                   help="a row whose noise band is wider than ±PCT is 'unresolved': neither same nor "
+                        f"faster/slower (default {DEFAULT_MAX_BAND * 100:g})")

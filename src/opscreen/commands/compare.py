@@ -5,12 +5,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..errors import UsageError
 from ..results.compare import (
     DEFAULT_K,
     DEFAULT_MIN_CHANGE,
     DEFAULT_THRESHOLD,
     MUST_MATCH,
+    UNRESOLVED_POLICIES,
     aa_floors,
     check_caliber,
     compare_summaries,
@@ -18,6 +18,7 @@ from ..results.compare import (
     parse_allow,
 )
 from ..results.summary import load_or_build, write_summary
+from ._common import add_max_band_argument, percent
 
 NAME = "compare"
 HELP = "compare two runs (A = before, B = after) case by case; refuses runs measured differently"
@@ -27,20 +28,14 @@ DESCRIPTION = (
     "must match (exit status 2 and the list of differences otherwise, unless --allow-mismatch names "
     "each); suite_commit, device_name, backend and vendor may differ and are printed as the axis. "
     "Each row gets a verdict (faster / slower / same, noise-aware where both rows recorded their "
-    "noise, else --threshold). Writes compare.csv; exit status 1 when --fail-on is given and a row "
-    "regressed by at least that much (or broke), else 0."
+    "noise, else --threshold); a row whose band is wider than --max-band is 'unresolved'. Writes "
+    "compare.csv; exit status 1 when --fail-on is given and a row regressed by at least that much, "
+    "broke, or is unresolved (unless --unresolved ignore), else 0."
 )
 ORDER = 45
 
 
-def _pct(text: str) -> float:
-    try:
-        v = float(str(text).rstrip("%"))
-    except ValueError:
-        raise UsageError(f"not a percentage: {text!r} (e.g. 3 or 3%)") from None
-    if v < 0:
-        raise UsageError(f"a percentage must not be negative: {text!r}")
-    return v
+_pct = percent
 
 
 def add_arguments(p) -> None:
@@ -61,7 +56,12 @@ def add_arguments(p) -> None:
                         "largest drift between identical runs (repeatable)")
     p.add_argument("--metric", choices=("speedup", "lib_ms"), default="speedup",
                    help="compare the speedup over torch (default; fair across devices) or the library's latency")
-    p.add_argument("--fail-on", metavar="PCT", help="exit 1 when a row is slower by at least PCT (or broke)")
+    add_max_band_argument(p)
+    p.add_argument("--fail-on", metavar="PCT",
+                   help="exit 1 when a row is slower by at least PCT, broke, or is unresolved (see --unresolved)")
+    p.add_argument("--unresolved", choices=UNRESOLVED_POLICIES, default="fail",
+                   help="with --fail-on: 'fail' (default) counts unresolved rows as failing, since a change in them "
+                        "cannot be seen; 'ignore' lets them pass")
     p.add_argument("--out", metavar="FILE", help="compare.csv path (default: B/compare.csv)")
     p.add_argument("--top", type=int, default=10, metavar="N", help="rows in the regression/improvement lists (default 10)")
     p.add_argument("--rebuild", action="store_true", help="re-make both summaries even when summary.json exists")
@@ -72,6 +72,7 @@ def run(args) -> int:
     threshold = _pct(args.threshold) / 100.0
     min_change = _pct(args.min_change) / 100.0
     fail_on = _pct(args.fail_on) if args.fail_on is not None else None
+    max_band = _pct(args.max_band) / 100.0
     floors = aa_floors(args.aa) if args.aa else None  # a bad file is refused before any summary is made
     # nothing is written before the caliber check: a refused comparison leaves A and B as they were
     (a, a_built), (b, b_built) = load_or_build(args.a, rebuild=args.rebuild), load_or_build(args.b, rebuild=args.rebuild)
@@ -83,15 +84,20 @@ def run(args) -> int:
         if built:
             write_summary(s)
     c = compare_summaries(a, b, metric=args.metric, k=args.noise_k, threshold=threshold, min_change=min_change, check=chk,
-                          floors=floors)
+                          floors=floors, max_band=max_band)
     out = Path(args.out) if args.out else (b.path or Path(args.b)) / "compare.csv"
     c.write_csv(out)
     print(format_comparison(c, top=args.top))
     print(f"\nwrote {out}")
-    failing = c.failing(fail_on)
+    failing = c.failing(fail_on, args.unresolved)
+    n_un = sum(1 for r in failing if r.verdict.value == "unresolved")
     if failing:
-        worst = min((r for r in failing if r.change is not None), key=lambda r: r.change, default=None)
+        worst = min((r for r in failing if r.change is not None and r.verdict.value == "slower"),
+                    key=lambda r: r.change, default=None)
         what = f"; worst {worst.change * 100:+.1f}% ({worst.op} {worst.dtype} {worst.shape})" if worst else ""
-        print(f"FAIL: {len(failing)} rows regressed by at least {fail_on:g}% or broke{what}")
+        un = f"; {n_un} of them unresolved (band wider than ±{max_band * 100:g}%; --unresolved ignore lets them pass)" if n_un else ""
+        print(f"FAIL: {len(failing)} rows regressed by at least {fail_on:g}%, broke or are unresolved{what}{un}")
         return 1
+    if fail_on is not None and c.unresolved():
+        print(f"note: {len(c.unresolved())} unresolved rows passed (--unresolved ignore)")
     return 0

@@ -35,6 +35,13 @@ the default metric ``speedup`` a positive change means B is faster relative to t
   two identical processes (the samples of one run cannot show that drift). ``basis``
   then ends in ``+aa``.
 
+The band the rules above give a row (after ``+aa`` and ``+spread``) is its *combined
+band*. A row whose combined band is wider than ``max_band`` (``--max-band``, default
+:data:`~opscreen.results.summary.DEFAULT_MAX_BAND`, 5 %) is ``unresolved``, whatever its
+change: the runs cannot tell a change inside it from noise, so it is neither ``same`` nor
+``faster``/``slower``; it is counted and listed with its band, and ``--fail-on`` fails on
+it unless ``unresolved`` is ``"ignore"`` (``--unresolved``).
+
 Rows not measured in both: ``new`` (only in B), ``gone`` (only in A, the op did not
 fail in B), ``broken`` (measured in A; failed in B, or its op failed/timed out in
 B), ``fixed`` (failed in A, measured in B), ``failed`` (failed in both).
@@ -52,7 +59,7 @@ from ..errors import UsageError, read_input
 from ..fsio import atomic_write_text
 from ._io import csv_text
 from ..tables import table, to_text
-from .summary import COL, Summary
+from .summary import COL, DEFAULT_MAX_BAND, NOISE_K, Summary
 
 __all__ = [
     "MUST_MATCH",
@@ -60,6 +67,8 @@ __all__ = [
     "DEFAULT_K",
     "DEFAULT_THRESHOLD",
     "DEFAULT_MIN_CHANGE",
+    "DEFAULT_MAX_BAND",
+    "UNRESOLVED_POLICIES",
     "Verdict",
     "CaliberCheck",
     "CompareRow",
@@ -72,7 +81,8 @@ __all__ = [
 MUST_MATCH = ("timer", "use_flagtune", "use_flagtune_cost_model", "shape_mode", "level")
 AXIS_FIELDS = ("suite_commit", "device_name", "backend", "vendor")
 INFO_FIELDS = ("dtypes", "timing", "repeats")
-DEFAULT_K = 2.0
+DEFAULT_K = NOISE_K
+UNRESOLVED_POLICIES = ("fail", "ignore")
 DEFAULT_THRESHOLD = 0.03
 DEFAULT_MIN_CHANGE = 0.005
 
@@ -83,6 +93,7 @@ class Verdict(str, Enum):
     SLOWER = "slower"
     FASTER = "faster"
     SAME = "same"
+    UNRESOLVED = "unresolved"
     BROKEN = "broken"
     FIXED = "fixed"
     GONE = "gone"
@@ -91,7 +102,7 @@ class Verdict(str, Enum):
 
 
 _SEVERITY = {v: i for i, v in enumerate(
-    [Verdict.BROKEN, Verdict.SLOWER, Verdict.GONE, Verdict.FAILED, Verdict.NEW, Verdict.FIXED, Verdict.FASTER, Verdict.SAME]
+    [Verdict.BROKEN, Verdict.SLOWER, Verdict.UNRESOLVED, Verdict.GONE, Verdict.FAILED, Verdict.NEW, Verdict.FIXED, Verdict.FASTER, Verdict.SAME]
 )}  # fmt: skip
 
 
@@ -253,6 +264,7 @@ class Comparison:
     threshold: float = DEFAULT_THRESHOLD
     min_change: float = DEFAULT_MIN_CHANGE
     floors: dict[str, float] = field(default_factory=dict)  # op -> A/A floor (|ln ratio|)
+    max_band: float = DEFAULT_MAX_BAND  # a wider combined band makes a row "unresolved"
 
     def moved_ops(self) -> dict[str, tuple[str, str]]:
         """Ops measured in both runs on another device in B than in A: op -> (A's, B's).
@@ -297,6 +309,12 @@ class Comparison:
         rows.sort(key=lambda r: (-r.change, r.key))
         return rows[:n] if n is not None else rows
 
+    def unresolved(self) -> list[CompareRow]:
+        """Rows whose combined band is wider than :attr:`max_band`, widest band first."""
+        rows = [r for r in self.rows if r.verdict == Verdict.UNRESOLVED]
+        rows.sort(key=lambda r: (-(r.band or 0.0), r.key))
+        return rows
+
     def broken(self) -> list[CompareRow]:
         return [r for r in self.rows if r.verdict == Verdict.BROKEN]
 
@@ -319,14 +337,16 @@ class Comparison:
         logs = [math.log(1.0 + r.change) for r in self.rows if r.change is not None]
         return math.exp(math.fsum(logs) / len(logs)) if logs else None
 
-    def failing(self, fail_on_pct: float | None) -> list[CompareRow]:
-        """Rows that fail ``--fail-on PCT``: slower by at least PCT %, or broken."""
+    def failing(self, fail_on_pct: float | None, unresolved: str = "fail") -> list[CompareRow]:
+        """Rows that fail ``--fail-on PCT``: slower by at least PCT %, broken, or
+        unresolved (unless ``unresolved`` is ``"ignore"``)."""
         if fail_on_pct is None:
             return []
         lim = -abs(fail_on_pct) / 100.0
         return [
             r for r in self.rows
             if r.verdict == Verdict.BROKEN or (r.verdict == Verdict.SLOWER and r.change is not None and r.change <= lim)
+            or (r.verdict == Verdict.UNRESOLVED and unresolved != "ignore")
         ]  # fmt: skip
 
     def sorted_rows(self) -> list[CompareRow]:
@@ -407,6 +427,7 @@ def compare_summaries(
     min_change: float = DEFAULT_MIN_CHANGE,
     check: CaliberCheck | None = None,
     floors: dict[str, float] | None = None,
+    max_band: float = DEFAULT_MAX_BAND,
 ) -> Comparison:
     """Join two summaries row by row (the caliber check is the caller's to act on)."""
     if metric not in ("speedup", "lib_ms"):
@@ -454,6 +475,8 @@ def compare_summaries(
                     cr.basis += "+spread"
                 lr = math.log(ratio)
                 cr.verdict = Verdict.SAME if abs(lr) <= cr.band + 1e-12 else (Verdict.FASTER if lr > 0 else Verdict.SLOWER)
+                if cr.band > max_band + 1e-12:
+                    cr.verdict = Verdict.UNRESOLVED
             elif a_ok:
                 cr.verdict = Verdict.BROKEN
             elif b_ok:
@@ -474,7 +497,7 @@ def compare_summaries(
             cr.verdict = Verdict.BROKEN  # the op failed, timed out or was not run in B
         out.append(cr)
     return Comparison(a=a, b=b, check=chk, rows=out, metric=metric, k=k, threshold=threshold, min_change=min_change,
-                      floors=dict(floors or {}))
+                      floors=dict(floors or {}), max_band=max_band)
 
 
 # ---------------------------------------------------------------- text report
@@ -505,6 +528,7 @@ def format_comparison(c: Comparison, *, top: int = 10, ops_top: int = 10) -> str
     L += _rows_table(f"top regressions (B slower than A), {len(c.regressions())} in all:", c.regressions(top), ms)
     L += _rows_table(f"top improvements (B faster than A), {len(c.improvements())} in all:", c.improvements(top), ms)
     L += _broken_table(c, top)
+    L += _unresolved_table(c, top)
     L += _op_ratios_table(c, ops_top)
     return to_text(L)
 
@@ -540,7 +564,8 @@ def _verdict_lines(c: Comparison) -> list:
     cnt = c.counts()
     both = cnt["slower"] + cnt["faster"] + cnt["same"]
     L: list = [
-        f"rows: {len(c.rows)}; measured in both {both}: slower {cnt['slower']}, faster {cnt['faster']}, same {cnt['same']}; "
+        f"rows: {len(c.rows)}; measured in both {both + cnt['unresolved']}: slower {cnt['slower']}, faster {cnt['faster']}, "
+        f"same {cnt['same']}, unresolved {cnt['unresolved']} (band wider than ±{c.max_band * 100:g}%); "
         f"broken {cnt['broken']}, fixed {cnt['fixed']}, gone {cnt['gone']}, new {cnt['new']}, failed in both {cnt['failed']}"
     ]
     spread = sum(1 for r in c.rows if r.basis and r.basis.endswith("+spread"))
@@ -549,6 +574,7 @@ def _verdict_lines(c: Comparison) -> list:
         f"where both rows carry noise, else within {c.threshold * 100:g}%"
         + (f"; at least the A/A drift of {len(c.floors)} ops (--aa)" if c.floors else "")
         + (f"; at least the spread between processes (--repeats; it widened {spread} rows)" if spread else "")
+        + f"; unresolved when that band is wider than ±{c.max_band * 100:g}% (--max-band)"
     )
     g = c.geomean_ratio()
     ga, gb = c.a.geomeans()["overall"], c.b.geomeans()["overall"]
@@ -570,6 +596,16 @@ def _rows_table(title: str, rows: list[CompareRow], ms: bool) -> list:
         )
     L.append(t)
     return L
+
+
+def _unresolved_table(c: Comparison, top: int) -> list:
+    """Rows whose band is too wide to see a change in, widest band first."""
+    un = c.unresolved()
+    if not un:
+        return []
+    title = (f"unresolved ({len(un)} rows whose band is wider than ±{c.max_band * 100:g}%: "
+             "neither same nor faster/slower), widest band first:")
+    return _rows_table(title, un[:top], c.metric == "speedup")
 
 
 def _broken_table(c: Comparison, top: int) -> list:

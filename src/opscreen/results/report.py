@@ -23,7 +23,7 @@ from urllib.parse import quote
 from .. import __version__
 from ..fsio import atomic_write_text
 from .compare import Comparison, _moved_list, _show
-from .summary import COL, Summary
+from .summary import COL, Summary, row_band
 
 __all__ = ["render_report", "write_report", "speedup_plot_svg"]
 
@@ -312,8 +312,10 @@ def _ops_section(s: Summary) -> str:
     ops = sorted(s.ops, key=lambda o: (o.geomean is None, o.geomean if o.geomean is not None else 0.0, o.op))
     gms = [o.geomean for o in ops if o.geomean]
     scale = max([abs(math.log2(g)) for g in gms] + [0.5])
+    unres = s.unresolved()
     out = []
     for o in ops[:MAX_OPS_ROWS]:
+        n_un = unres["by_op"].get(o.op, 0)
         bar = ""
         if o.geomean:
             w = int(60 * abs(math.log2(o.geomean)) / scale)
@@ -324,15 +326,19 @@ def _ops_section(s: Summary) -> str:
             f'<td class="num">{o.ok_rows}/{o.rows}</td>'
             f'<td class="num {_sp_class(o.geomean)}">{_f(o.geomean)}</td><td>{bar}</td>'
             f'<td class="num">{_f(worst.get(o.op))}</td><td class="num">{_f(best.get(o.op))}</td>'
-            f"<td>{'yes' if o.truncated else ''}</td></tr>"
+            f"<td>{'yes' if o.truncated else ''}</td>"
+            + (f'<td class="num warn">{n_un}</td>' if n_un else "<td></td>") + "</tr>"
         )
     more = f'<p class="note">{len(ops) - MAX_OPS_ROWS} more ops in summary.csv</p>' if len(ops) > MAX_OPS_ROWS else ""
     return (
         f'<section id="ops"><h2>Ops by geometric-mean speedup ({len(ops)} ops, slowest first)</h2><div class="scroll"><table>'
         '<tr><th>op</th><th>status</th><th class="num">ok/rows</th><th class="num">geomean</th><th></th>'
-        '<th class="num">min</th><th class="num">max</th><th>truncated</th></tr>'
+        '<th class="num">min</th><th class="num">max</th><th>truncated</th><th class="num">unresolved</th></tr>'
         + "".join(out)
-        + f"</table></div>{more}</section>"
+        + f"</table></div>{more}"
+        + f'<p class="note">unresolved: {unres["rows"]} ok rows whose band ({unres["k"]:g} × the recorded noise, '
+        f'or the --repeats spread) is wider than ±{100 * unres["max_band"]:g}%: a change within it cannot be told '
+        "from noise.</p></section>"
     )
 
 
@@ -352,12 +358,16 @@ def _slowest_section(s: Summary) -> str:
     rows.sort(key=lambda r: (r[vi], r[0], r[1], r[2], r[3], r[4]))
     out = []
     for r in rows[:SLOWEST]:
+        band = row_band(r)
+        un = band is not None and band > s.max_band + 1e-12
+        noise = _noise_txt(r[COL['torch_rsd']], r[COL['lib_rsd']], r[COL['repeats']], r[COL['speedup_spread']])
+        noise_td = f'<td class="num warn">{e(noise)} unresolved</td>' if un else f'<td class="num">{e(noise)}</td>'
         timer = r[COL["torch_timer"]] if r[COL["torch_timer"]] == r[COL["lib_timer"]] else f"{r[COL['torch_timer']] or '-'}|{r[COL['lib_timer']] or '-'}"
         out.append(
             f"<tr><td>{e(r[COL['op']])}</td><td>{e(_test_cell(r[COL['test']], r[COL['variant']]))}</td><td>{e(r[COL['dtype']])}</td>"
             f"<td class=\"shape\">{e(r[COL['shape']])}</td><td class=\"num\">{_ms(r[COL['torch_ms']])}</td>"
             f"<td class=\"num\">{_ms(r[COL['lib_ms']])}</td><td class=\"num {_sp_class(r[vi])}\">{_f(r[vi])}</td>"
-            f"<td>{e(timer)}</td><td class=\"num\">{e(_noise_txt(r[COL['torch_rsd']], r[COL['lib_rsd']], r[COL['repeats']], r[COL['speedup_spread']]))}</td></tr>"
+            f"<td>{e(timer)}</td>{noise_td}</tr>"
         )
     return (
         f'<section id="slowest"><h2>Slowest cases (lowest speedup, {min(SLOWEST, len(rows))} of {len(rows)})</h2>'
@@ -416,6 +426,29 @@ def _failures_section(s: Summary, out_dir: Path) -> str:
     )
 
 
+def _compare_rows_html(title: str, rows: list, empty: str) -> str:
+    """One titled table of comparison rows (change, band, case, speedups, verdict)."""
+    if not rows:
+        return f"<h3>{e(title)}</h3>" + f'<p class="note">{e(empty)}</p>'
+    body = []
+    for r in rows:
+        v = r.verdict.value
+        body.append(
+            f"<tr><td class=\"num {_chg_class(r.change)}\">{'–' if r.change is None else f'{100 * r.change:+.1f}%'}</td>"
+            f"<td class=\"num\">{'–' if r.band is None else f'±{100 * r.band:.1f}%'}</td>"
+            f"<td>{e(r.op)}</td><td>{e(_test_cell(r.test, r.variant))}</td><td>{e(r.dtype)}</td><td class=\"shape\">{e(r.shape)}</td>"
+            f'<td class="num">{_f(r.a_speedup)}</td><td class="num">{_f(r.b_speedup)}</td>'
+            + (f'<td class="warn">{e(v)}</td></tr>' if v == "unresolved" else f"<td>{e(v)}</td></tr>")
+        )
+    return (
+        f"<h3>{e(title)}</h3>"
+        '<div class="scroll"><table><tr><th class="num">change</th><th class="num">band</th><th>op</th><th>test</th>'
+        '<th>dtype</th><th>shape</th><th class="num">A speedup</th><th class="num">B speedup</th><th>verdict</th></tr>'
+        + "".join(body)
+        + "</table></div>"
+    )
+
+
 def _compare_section(c: Comparison) -> str:
     chk = c.check
     cnt = c.counts()
@@ -439,8 +472,8 @@ def _compare_section(c: Comparison) -> str:
     if chk.unknown:
         parts.append(f'<div class="alert">caliber unknown for {e(" and ".join(chk.unknown))}: how the runs were measured cannot be checked</div>')
     parts.append(f'<table class="kv"><tr><th>caliber</th><th>A → B</th><th></th></tr>{"".join(kv)}</table>')
-    kinds = {"slower": "bad", "broken": "bad", "gone": "warn", "faster": "good", "fixed": "good", "same": "", "new": "", "failed": "warn"}
-    order = ["slower", "broken", "gone", "failed", "new", "fixed", "faster", "same"]
+    kinds = {"unresolved": "warn", "slower": "bad", "broken": "bad", "gone": "warn", "faster": "good", "fixed": "good", "same": "", "new": "", "failed": "warn"}
+    order = ["slower", "broken", "unresolved", "gone", "failed", "new", "fixed", "faster", "same"]
     parts.append(_cards({k: cnt[k] for k in order}, kinds))
     g = c.geomean_ratio()
     parts.append(
@@ -448,6 +481,7 @@ def _compare_section(c: Comparison) -> str:
         f"{c.min_change * 100:g}%) where both rows recorded their noise, else within {c.threshold * 100:g}%"
         + ("; and at least the spread between the processes a row was merged from (--repeats)"
            if any(r.basis and r.basis.endswith("+spread") for r in c.rows) else "")
+        + f"; a row whose band is wider than ±{c.max_band * 100:g}% is unresolved (neither same nor faster/slower)"
         + f". Geometric mean of B/A over the rows measured in both: {_f(g)}.</p>"
     )
     svg = _change_plot_svg([r.change for r in c.rows if r.change is not None])
@@ -455,28 +489,14 @@ def _compare_section(c: Comparison) -> str:
         parts.append(f'<div class="plot">{svg}</div>')
 
     def rows_table(title: str, rows: list, empty: str) -> None:
-        parts.append(f"<h3>{e(title)}</h3>")
-        if not rows:
-            parts.append(f'<p class="note">{e(empty)}</p>')
-            return
-        body = []
-        for r in rows:
-            body.append(
-                f"<tr><td class=\"num {_chg_class(r.change)}\">{'–' if r.change is None else f'{100 * r.change:+.1f}%'}</td>"
-                f"<td class=\"num\">{'–' if r.band is None else f'±{100 * r.band:.1f}%'}</td>"
-                f"<td>{e(r.op)}</td><td>{e(_test_cell(r.test, r.variant))}</td><td>{e(r.dtype)}</td><td class=\"shape\">{e(r.shape)}</td>"
-                f'<td class="num">{_f(r.a_speedup)}</td><td class="num">{_f(r.b_speedup)}</td>'
-                f"<td>{e(r.verdict.value)}</td></tr>"
-            )
-        parts.append(
-            '<div class="scroll"><table><tr><th class="num">change</th><th class="num">band</th><th>op</th><th>test</th>'
-            '<th>dtype</th><th>shape</th><th class="num">A speedup</th><th class="num">B speedup</th><th>verdict</th></tr>'
-            + "".join(body)
-            + "</table></div>"
-        )
+        parts.append(_compare_rows_html(title, rows, empty))
 
     regs = c.regressions()
     rows_table(f"Regressions ({len(regs)} rows slower in B)", regs[:TOP_COMPARE], "no row is slower beyond its noise band")
+    un = c.unresolved()
+    if un:
+        rows_table(f"Unresolved ({len(un)} rows whose band is wider than ±{c.max_band * 100:g}%, widest first)",
+                   un[:TOP_COMPARE], "")
     broken = sorted(c.broken(), key=lambda r: r.key)
     if broken:
         rows_table(f"Broken in B ({len(broken)} rows measured in A, failed or missing in B)", broken[:TOP_COMPARE], "")

@@ -48,6 +48,9 @@ __all__ = [
     "format_summary",
     "geomean",
     "resolve_run",
+    "row_band",
+    "NOISE_K",
+    "DEFAULT_MAX_BAND",
 ]
 
 # 2: ``test`` holds the test function, ``variant`` what version 1 held in ``test``
@@ -67,6 +70,11 @@ COL = {name: i for i, name in enumerate(COLUMNS)}
 # within 3 % by another run of as many processes (bench/results/2026-11-29-h200x2-processes.md).
 UNSTABLE_SPREAD = 0.03
 SPREAD_WORST = 5
+# A row's band is NOISE_K x its recorded noise (sqrt(torch_rsd^2 + lib_rsd^2)), at least its
+# spread between processes (--repeats); wider than DEFAULT_MAX_BAND, a change inside it
+# cannot be told from noise: the row is "unresolved" (docs/results.md, "Unresolved rows").
+NOISE_K = 2.0
+DEFAULT_MAX_BAND = 0.05
 
 _OP_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -114,6 +122,7 @@ class Summary:
     rows: list[list]
     version: int = SUMMARY_VERSION
     path: Path | None = None  # folder the summary belongs to (not written)
+    max_band: float = DEFAULT_MAX_BAND  # rows with a wider band are "unresolved" (written in the head)
 
     # ------------------------------------------------------------ derived figures
     def row_counts(self) -> dict[str, int]:
@@ -158,6 +167,17 @@ class Summary:
             "worst": [{k: r[COL[k]] for k in ("op", "dtype", "shape", "repeats", "speedup_spread")} for r in worst],
         }
 
+    def unresolved(self, max_band: float | None = None) -> dict:
+        """Ok rows whose own band (:func:`row_band`) is wider than ``max_band`` (default
+        :attr:`max_band`): ``{"max_band", "k", "rows", "by_op": {op: n}}``."""
+        mb = self.max_band if max_band is None else max_band
+        by_op: dict[str, int] = {}
+        for r in self.rows:
+            b = row_band(r)
+            if r[COL["status"]] == "ok" and b is not None and b > mb + 1e-12:
+                by_op[r[COL["op"]]] = by_op.get(r[COL["op"]], 0) + 1
+        return {"max_band": mb, "k": NOISE_K, "rows": sum(by_op.values()), "by_op": dict(sorted(by_op.items()))}
+
     def to_json_text(self) -> str:
         head = {
             contracts.SUMMARY.field: self.version,
@@ -169,6 +189,7 @@ class Summary:
             "counts": {"rows": self.row_counts(), "ops": self.op_counts()},
             "geomean": self.geomeans(),
             "spread": self.spread_stats(),
+            "unresolved": self.unresolved(),
             "ops": [asdict(o) for o in self.ops],
             "columns": COLUMNS,
         }
@@ -183,6 +204,17 @@ class Summary:
     def row_dicts(self) -> Iterable[dict]:
         for r in self.rows:
             yield dict(zip(COLUMNS, r))
+
+
+def row_band(r: list, k: float = NOISE_K) -> float | None:
+    """One summary row's own band (|ln ratio|): ``k * sqrt(torch_rsd^2 + lib_rsd^2)`` from
+    the noise both sides recorded, at least ``ln(1 + speedup_spread)`` (--repeats); None
+    where the row recorded neither."""
+    t, l, sp = r[COL["torch_rsd"]], r[COL["lib_rsd"]], r[COL["speedup_spread"]]
+    band = k * math.sqrt(float(t) ** 2 + float(l) ** 2) if t is not None and l is not None else None
+    if sp is not None and sp >= 0:
+        band = max(band or 0.0, math.log1p(sp))
+    return band
 
 
 def percentile(values: Iterable[float | None], q: float) -> float | None:
@@ -555,7 +587,24 @@ def format_summary(s: Summary) -> str:
                 worst.row(_pct(w["speedup_spread"]), w["op"], w["dtype"] or "?", w["shape"], w["repeats"])
         if len(worst):
             lines.append(worst)
+    lines += _unresolved_lines(s)
     return to_text(lines)
+
+
+def _unresolved_lines(s: Summary) -> list:
+    """The total of unresolved rows and the ops that have them, most first."""
+    u = s.unresolved()
+    lines: list = [
+        f"unresolved: {u['rows']} ok rows whose band ({u['k']:g} x recorded noise, or the --repeats spread) "
+        f"is wider than ±{100 * u['max_band']:g}%: a change within it cannot be told from noise"
+    ]
+    if u["rows"]:
+        t = table("op", "unresolved>", "ok rows>")
+        ok = {o.op: o.ok_rows for o in s.ops}
+        for op, n in sorted(u["by_op"].items(), key=lambda kv: (-kv[1], kv[0])):
+            t.row(op, n, ok.get(op, "-"))
+        lines.append(t)
+    return lines
 
 
 def _pct(v: float | None, nd: int = 1) -> str:
