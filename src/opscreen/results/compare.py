@@ -416,6 +416,22 @@ def aa_floors(paths: Iterable[str | Path]) -> dict[str, float]:
     return floors
 
 
+def _combined_band(cr: CompareRow, ra: list, rb: list, metric: str, k: float, threshold: float, min_change: float,
+                   floors: dict[str, float] | None) -> tuple[float, str]:
+    """A joined row's combined band (|ln ratio|) and its basis (module docstring)."""
+    if cr.a_noise is not None and cr.b_noise is not None:
+        band, basis = max(k * math.sqrt(cr.a_noise**2 + cr.b_noise**2), min_change), "noise"
+    else:
+        band, basis = threshold, "threshold"
+    floor = (floors or {}).get(cr.op)
+    if floor is not None and floor > band:
+        band, basis = floor, basis + "+aa"
+    spread = _spread_band(ra, rb, metric)
+    if spread is not None and spread > band:
+        band, basis = spread, basis + "+spread"
+    return band, basis
+
+
 def compare_summaries(
     a: Summary,
     b: Summary,
@@ -459,20 +475,7 @@ def compare_summaries(
             if a_ok and b_ok:
                 ratio = rb[vi] / ra[vi] if metric == "speedup" else ra[vi] / rb[vi]
                 cr.change = ratio - 1.0
-                if cr.a_noise is not None and cr.b_noise is not None:
-                    cr.band = max(k * math.sqrt(cr.a_noise**2 + cr.b_noise**2), min_change)
-                    cr.basis = "noise"
-                else:
-                    cr.band = threshold
-                    cr.basis = "threshold"
-                floor = (floors or {}).get(cr.op)
-                if floor is not None and floor > cr.band:
-                    cr.band = floor
-                    cr.basis += "+aa"
-                spread = _spread_band(ra, rb, metric)
-                if spread is not None and spread > cr.band:
-                    cr.band = spread
-                    cr.basis += "+spread"
+                cr.band, cr.basis = _combined_band(cr, ra, rb, metric, k, threshold, min_change, floors)
                 lr = math.log(ratio)
                 cr.verdict = Verdict.SAME if abs(lr) <= cr.band + 1e-12 else (Verdict.FASTER if lr > 0 else Verdict.SLOWER)
                 if cr.band > max_band + 1e-12:
