@@ -438,3 +438,28 @@ def test_curated_shapes_with_the_output_inside_the_checkout(cli, checkout, cmd):
         # every suite option with a value is one word
         assert not {"--level", "--record", "--dtypes", "--shape_file"} & set(words), words
         assert "--shape_file=" + cfg["shape_file"] in words
+
+
+def test_kernel_caches_default_under_the_cache_root_and_the_users_own_wins(cli, tmp_path):
+    root = tmp_path / "cache-root"
+    out = tmp_path / "default"
+    res = cli("op", "abs", "--dtypes", "float32", "--out", out, env={"OPSCREEN_CACHE_DIR": str(root)}, cwd=tmp_path)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr
+    ident = json.loads((out / "run_identity.json").read_text())
+    for name, key in (("triton", "TRITON_CACHE_DIR"), ("flaggems", "FLAGGEMS_CACHE_DIR")):
+        want = str(root / name)
+        assert ident["env"][key] == want  # what the child's environment held
+        assert ident["kernel_caches"][name] == {"env": key, "dir": want, "source": "default", "seen": want}
+        assert (root / name).is_dir()
+    assert ident["tuning_caches_at_start"]["flaggems_cache_dir"] == str(root / "flaggems")
+
+    mine = tmp_path / "my-triton"
+    out = tmp_path / "user"
+    env = {"OPSCREEN_CACHE_DIR": str(root), "TRITON_CACHE_DIR": str(mine)}
+    res = cli("op", "abs", "--dtypes", "float32", "--out", out, env=env, cwd=tmp_path)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr
+    ident = json.loads((out / "run_identity.json").read_text())
+    assert ident["env"]["TRITON_CACHE_DIR"] == str(mine)
+    assert ident["kernel_caches"]["triton"] == {"env": "TRITON_CACHE_DIR", "dir": str(mine), "source": "user",
+                                                "seen": str(mine)}
+    assert ident["kernel_caches"]["flaggems"]["source"] == "default"

@@ -182,6 +182,7 @@ def build(cfg: dict) -> dict:
         "use_flagtune": cfg.get("use_flagtune"),
         "use_flagtune_cost_model": cfg.get("use_flagtune_cost_model"),
         "tuning_caches_at_start": dict(_CACHES_AT_START),
+        "kernel_caches": kernel_caches_seen(cfg),
         "gpu_state": {"start": start, "end": None},
         "host": socket.gethostname(),
         "python": sys.version.split()[0],
@@ -193,6 +194,15 @@ def build(cfg: dict) -> dict:
         "argv": cfg.get("argv"),
     }
     return ident
+
+
+def kernel_caches_seen(cfg: dict) -> dict | None:
+    """The kernel caches the harness chose (``child_config.json``: dir and whether it came
+    from the user or the default), each with the folder this process's environment names."""
+    planned = cfg.get("kernel_caches")
+    if not isinstance(planned, dict):
+        return None
+    return {name: {**c, "seen": os.environ.get(c.get("env") or "")} for name, c in planned.items() if isinstance(c, dict)}
 
 
 def write(ident: dict, path: str) -> None:

@@ -25,7 +25,7 @@ from .. import __version__
 from ..backends import Backend, all_visible_keys
 from ..child.config import EXIT_DEVICE_FATAL, FATAL_PREFIX, TIMING_DEFAULTS, TIMING_ENV, caliber, coerce_timing
 from ..errors import UsageError
-from ..settings import BY_NAME as SETTINGS, SHAPE_MODES
+from ..settings import BY_NAME as SETTINGS, SHAPE_MODES, kernel_caches
 from .. import contracts
 from ..fsio import utcnow
 from .plan import plugin_plan, pytest_args
@@ -124,12 +124,27 @@ def child_env(req: OpRequest, config_path: Path, shim: Path) -> dict[str, str]:
         env.setdefault("OMP_NUM_THREADS", "1")
     env.update(req.env)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    for cache in child_kernel_caches(env).values():  # the user's own dir wins; else the persistent default
+        env[cache["env"]] = cache["dir"]
     if req.color:
         env["OPSCREEN_COLOR"] = "1"
     else:
         env.pop("OPSCREEN_COLOR", None)
     env["PYTHONPATH"] = os.pathsep.join([str(shim)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     return env
+
+
+def child_kernel_caches(environ) -> dict[str, dict[str, str]]:
+    """The Triton and FlagGems caches a child uses (settings.KERNEL_CACHES), the default
+    folders created (a folder that cannot be made is left to the library)."""
+    caches = kernel_caches(environ)
+    for cache in caches.values():
+        if cache["source"] == "default":
+            try:
+                os.makedirs(cache["dir"], exist_ok=True)
+            except OSError:
+                pass
+    return caches
 
 
 def python_shim(out_dir: Path) -> Path:
@@ -355,6 +370,7 @@ def child_config(req: OpRequest, out_dir: Path, shape_file: Path | None, argv: l
         "argv": argv,
         "pytest_addopts": addopts,
         "settings": req.settings(),
+        "kernel_caches": kernel_caches({**os.environ, **req.env}),
     }
 
 
@@ -476,4 +492,5 @@ def identity_from_config(config: dict) -> dict:
         "host": config["host"],
         "opscreen_version": config["opscreen_version"],
         "started_at": config["started_at"],
+        "kernel_caches": config.get("kernel_caches"),
     }
