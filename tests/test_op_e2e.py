@@ -438,3 +438,44 @@ def test_curated_shapes_with_the_output_inside_the_checkout(cli, checkout, cmd):
         # every suite option with a value is one word
         assert not {"--level", "--record", "--dtypes", "--shape_file"} & set(words), words
         assert "--shape_file=" + cfg["shape_file"] in words
+
+
+def test_kernel_caches_default_under_the_cache_root_and_the_users_own_wins(cli, tmp_path):
+    root = tmp_path / "cache-root"
+    out = tmp_path / "default"
+    res = cli("op", "abs", "--dtypes", "float32", "--out", out, env={"OPSCREEN_CACHE_DIR": str(root)}, cwd=tmp_path)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr
+    ident = json.loads((out / "run_identity.json").read_text())
+    for name, key in (("triton", "TRITON_CACHE_DIR"), ("flaggems", "FLAGGEMS_CACHE_DIR")):
+        want = str(root / name)
+        assert ident["env"][key] == want  # what the child's environment held
+        assert ident["kernel_caches"][name] == {"env": key, "dir": want, "source": "default", "seen": want}
+        assert (root / name).is_dir()
+    assert ident["tuning_caches_at_start"]["flaggems_cache_dir"] == str(root / "flaggems")
+
+    mine = tmp_path / "my-triton"
+    out = tmp_path / "user"
+    env = {"OPSCREEN_CACHE_DIR": str(root), "TRITON_CACHE_DIR": str(mine)}
+    res = cli("op", "abs", "--dtypes", "float32", "--out", out, env=env, cwd=tmp_path)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr
+    ident = json.loads((out / "run_identity.json").read_text())
+    assert ident["env"]["TRITON_CACHE_DIR"] == str(mine)
+    assert ident["kernel_caches"]["triton"] == {"env": "TRITON_CACHE_DIR", "dir": str(mine), "source": "user",
+                                                "seen": str(mine)}
+    assert ident["kernel_caches"]["flaggems"]["source"] == "default"
+
+
+def test_result_records_where_the_time_went(cli, tmp_path):
+    out = tmp_path / "abs"
+    res = cli("op", "abs", "--dtypes", "float32", "--out", out, env={"OPSCREEN_CACHE_DIR": str(tmp_path / "c")}, cwd=tmp_path)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr
+    result = json.loads((out / "result.json").read_text())
+    phases = result["phases"]
+    keys = ("start_imports_s", "collection_s", "measurement_s", "teardown_s")
+    assert phases["mode"] == "process" and set(keys) < set(phases)
+    assert all(isinstance(phases[k], float) and phases[k] >= 0 for k in keys), phases
+    assert phases["start_imports_s"] > 0 and phases["measurement_s"] > 0  # torch imported, the tests ran
+    assert phases["child_wall_s"] == result["duration_s"] > 0
+    assert sum(phases[k] for k in keys) <= phases["child_wall_s"], phases
+    ident = json.loads((out / "run_identity.json").read_text())
+    assert {k: ident["phases"][k] for k in keys} == {k: phases[k] for k in keys}

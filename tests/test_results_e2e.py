@@ -129,3 +129,24 @@ def test_changed_timer_is_refused(base_runs, cli):
     assert res.returncode == 2
     assert "timer: A wallclock, B direct" in res.stderr
     assert cli("compare", a, d, "--allow-mismatch", "timer").returncode == 0
+
+
+def test_summary_says_where_the_time_went(base_runs, cli):
+    a, _, _ = base_runs
+    for op in ("relu", "add"):  # a batch op's result.json keeps its process's phases
+        result = json.loads((a / "ops" / op / "result.json").read_text())
+        ph = result["phases"]
+        parts = [ph[k] for k in ("start_imports_s", "collection_s", "measurement_s", "teardown_s")]
+        assert all(v >= 0 for v in parts) and sum(parts) <= ph["child_wall_s"] <= result["duration_s"], ph
+    res = cli("summary", a)
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    assert "where the time went: 2 ops" in out, out
+    for label in ("start+imports", "collection", "measurement", "teardown", "other"):
+        assert label in out
+    assert "slowest ops: " in out and "relu" in out.split("slowest ops: ")[1] and "add" in out.split("slowest ops: ")[1]
+    t = json.loads((a / "summary.json").read_text())["time"]
+    assert t["ops"] == 2 and t["with_phases"] == 2 and t["wall_s"] > 0
+    assert t["phases"]["measurement_s"]["s"] > 0 and t["phases"]["start_imports_s"]["s"] > 0
+    assert sum(p["s"] for p in t["phases"].values()) == pytest.approx(t["wall_s"], abs=0.01)
+    assert [o["op"] for o in t["slowest"]] and len(t["slowest"]) == 2

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import copy
 import math
+import os
 import re
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -157,6 +158,35 @@ def _dismiss(value: Any, name: str) -> str:
 
 def _args(value: Any, name: str) -> list[str]:
     return [str(a) for a in value or []]
+
+
+# -- caches: where opscreen and its children keep what outlives a process ---------------
+
+#: The root of opscreen's caches (the marker scan's, and the kernel caches' default).
+CACHE_DIR_ENV = "OPSCREEN_CACHE_DIR"
+#: Kernel caches every child gets: name -> the environment variable the library reads.
+#: A value the user set wins; else ``<cache root>/<name>``, shared by every op, retry,
+#: repeat, resume and the next screen, so compiled kernels are not compiled again.
+KERNEL_CACHES = MappingProxyType({"triton": "TRITON_CACHE_DIR", "flaggems": "FLAGGEMS_CACHE_DIR"})
+
+
+def cache_root(environ: Mapping[str, str]) -> str:
+    """``$OPSCREEN_CACHE_DIR``, else ``$XDG_CACHE_HOME/opscreen``, else ``~/.cache/opscreen``."""
+    if environ.get(CACHE_DIR_ENV):
+        return environ[CACHE_DIR_ENV]
+    base = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "opscreen")
+
+
+def kernel_caches(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """name -> ``{"env", "dir", "source"}`` (``user``: set in ``environ``; ``default``: under :func:`cache_root`)."""
+    out = {}
+    for name, key in KERNEL_CACHES.items():
+        if environ.get(key):
+            out[name] = {"env": key, "dir": environ[key], "source": "user"}
+        else:
+            out[name] = {"env": key, "dir": os.path.join(cache_root(environ), name), "source": "default"}
+    return out
 
 
 # -- declarations ------------------------------------------------------------------------

@@ -343,6 +343,7 @@ def op_result(state, *, status: str, error: str | None, backend: str, node: str 
         "stop_reason": state.stop_reason,
         "attempt_log": [a.as_dict() for a in state.attempts],
         **({"repeats": final_out["repeats"]} if final_out.get("repeats") else {}),
+        **({"phases": final_out["phases"]} if final_out.get("phases") else {}),
         "finished_at": now_iso(),
         **(extra or {}),
     }

@@ -20,6 +20,8 @@ from typing import Any, NoReturn
 from .. import contracts
 
 ENV_CONFIG = "OPSCREEN_CHILD_CONFIG"
+# The wall time (time.time()) at which the harness started this process: where its phases begin.
+ENV_SPAWNED_AT = "OPSCREEN_SPAWNED_AT"
 SCHEMA = contracts.CHILD_CONFIG.version
 
 EXIT_DEVICE_FATAL = 86

@@ -9,11 +9,13 @@ device model, suite commit).
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import socket
 import subprocess
 import sys
+import time
 import pytest
 
 from .. import contracts
@@ -22,6 +24,8 @@ from . import config as _config
 
 SCHEMA = contracts.RUN_IDENTITY.tag()
 _IDENT: dict = {}
+_MARKS: dict[str, float] = {}  # phase boundaries, time.time(): configured, collected, measured
+PHASES = ("start_imports_s", "collection_s", "measurement_s", "teardown_s")
 
 # Recorded from the child's environment, with the visible-device keys the harness
 # names in the config (``visible_env_keys``, from the backend registry).
@@ -182,6 +186,7 @@ def build(cfg: dict) -> dict:
         "use_flagtune": cfg.get("use_flagtune"),
         "use_flagtune_cost_model": cfg.get("use_flagtune_cost_model"),
         "tuning_caches_at_start": dict(_CACHES_AT_START),
+        "kernel_caches": kernel_caches_seen(cfg),
         "gpu_state": {"start": start, "end": None},
         "host": socket.gethostname(),
         "python": sys.version.split()[0],
@@ -193,6 +198,15 @@ def build(cfg: dict) -> dict:
         "argv": cfg.get("argv"),
     }
     return ident
+
+
+def kernel_caches_seen(cfg: dict) -> dict | None:
+    """The kernel caches the harness chose (``child_config.json``: dir and whether it came
+    from the user or the default), each with the folder this process's environment names."""
+    planned = cfg.get("kernel_caches")
+    if not isinstance(planned, dict):
+        return None
+    return {name: {**c, "seen": os.environ.get(c.get("env") or "")} for name, c in planned.items() if isinstance(c, dict)}
 
 
 def write(ident: dict, path: str) -> None:
@@ -220,4 +234,53 @@ def pytest_sessionfinish(session, exitstatus):
         _IDENT["gpu_state"]["end"] = gpu_state(cfg)
     _IDENT["pytest_exitstatus"] = int(exitstatus)
     _IDENT["library_version"] = _IDENT.get("library_version") or _module_version(cfg.get("library") or "flag_gems")
+    write(_IDENT, cfg["identity_path"])
+
+
+# -- where the time went: the phases of this process ------------------------------------
+
+
+def phases(marks: dict[str, float], spawned_at: float | None, end: float) -> dict:
+    """Seconds per phase, contiguous: start+imports (the harness's spawn to pytest's
+    configure), collection (configure to the end of collection: session start, the
+    device probe and this identity included), measurement (the test loop) and teardown
+    (the end of the loop to pytest's unconfigure). A phase whose bounds are unknown is None."""
+    bounds = [spawned_at, marks.get("configured"), marks.get("collected"), marks.get("measured"), end]
+    out: dict = {}
+    for name, a, b in zip(PHASES, bounds, bounds[1:]):
+        out[name] = max(0.0, math.floor((b - a) * 1000) / 1000) if a is not None and b is not None else None  # ms, down
+    return out
+
+
+def _spawned_at():
+    try:
+        return float(os.environ.get(_config.ENV_SPAWNED_AT, ""))
+    except ValueError:
+        return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    _MARKS.clear()
+    _MARKS["configured"] = time.time()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session):
+    _MARKS["collected"] = time.time()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtestloop(session):
+    _MARKS.setdefault("collected", time.time())
+    yield
+    _MARKS["measured"] = time.time()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    cfg = _config.load()
+    if not cfg or not _IDENT or not cfg.get("identity_path"):
+        return
+    _IDENT["phases"] = phases(_MARKS, _spawned_at(), time.time())
     write(_IDENT, cfg["identity_path"])

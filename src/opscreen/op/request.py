@@ -92,6 +92,7 @@ class OpOutcome:
     out_dir: Path
     timer: str = ""
     repeats: dict | None = None  # with --repeats: how many ran and how each ended
+    phases: dict | None = None  # where the child's time went (op/run.py op_phases)
 
     def as_dict(self) -> dict:
         d = {
@@ -104,6 +105,8 @@ class OpOutcome:
         }
         if self.repeats is not None:
             d["repeats"] = self.repeats
+        if self.phases is not None:
+            d["phases"] = self.phases
         return d
 
 

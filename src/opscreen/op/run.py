@@ -11,21 +11,23 @@ complete ``run_identity.json`` and write ``result.json``.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shlex
 import signal
 import socket
 import threading
+import time
 from collections import deque
 from pathlib import Path
 from typing import Callable
 
 from .. import __version__
 from ..backends import Backend, all_visible_keys
-from ..child.config import EXIT_DEVICE_FATAL, FATAL_PREFIX, TIMING_DEFAULTS, TIMING_ENV, caliber, coerce_timing
+from ..child.config import ENV_SPAWNED_AT, EXIT_DEVICE_FATAL, FATAL_PREFIX, TIMING_DEFAULTS, TIMING_ENV, caliber, coerce_timing
 from ..errors import UsageError
-from ..settings import BY_NAME as SETTINGS, SHAPE_MODES
+from ..settings import BY_NAME as SETTINGS, SHAPE_MODES, kernel_caches
 from .. import contracts
 from ..fsio import utcnow
 from .plan import plugin_plan, pytest_args
@@ -124,12 +126,27 @@ def child_env(req: OpRequest, config_path: Path, shim: Path) -> dict[str, str]:
         env.setdefault("OMP_NUM_THREADS", "1")
     env.update(req.env)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    for cache in child_kernel_caches(env).values():  # the user's own dir wins; else the persistent default
+        env[cache["env"]] = cache["dir"]
     if req.color:
         env["OPSCREEN_COLOR"] = "1"
     else:
         env.pop("OPSCREEN_COLOR", None)
     env["PYTHONPATH"] = os.pathsep.join([str(shim)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     return env
+
+
+def child_kernel_caches(environ) -> dict[str, dict[str, str]]:
+    """The Triton and FlagGems caches a child uses (settings.KERNEL_CACHES), the default
+    folders created (a folder that cannot be made is left to the library)."""
+    caches = kernel_caches(environ)
+    for cache in caches.values():
+        if cache["source"] == "default":
+            try:
+                os.makedirs(cache["dir"], exist_ok=True)
+            except OSError:
+                pass
+    return caches
 
 
 def python_shim(out_dir: Path) -> Path:
@@ -309,9 +326,26 @@ def run_once(
     env = child_env(req, config_path, shim)
     env["PYTEST_ADDOPTS"] = " ".join(filter(None, [shlex.join(addopts), os.environ.get("PYTEST_ADDOPTS", "")]))
     outcome = _run_child(req, out_dir, argv, addopts, env, stop, echo)
-    finish_identity(config, outcome)
+    ident = finish_identity(config, outcome)
+    outcome = dataclasses.replace(outcome, phases=op_phases(ident, outcome))
     contracts.write(contracts.RESULT, out_dir / "result.json", op_result(req, outcome))
     return outcome
+
+
+PHASE_KEYS = ("start_imports_s", "collection_s", "measurement_s", "teardown_s")
+
+
+def op_phases(ident: dict, outcome: OpOutcome) -> dict:
+    """Where this op's time went (``result.json`` ``phases``): the child's own phases
+    (child/identity.py; None each when the child did not report them) and the harness's
+    wall for the child (``child_wall_s``, from its start to its exit and the end of its output)."""
+    reported = ident.get("phases") if isinstance(ident.get("phases"), dict) else {}
+    out: dict = {"mode": "process"}
+    for key in PHASE_KEYS:
+        v = reported.get(key)
+        out[key] = float(v) if isinstance(v, (int, float)) and v >= 0 else None
+    out["child_wall_s"] = round(outcome.duration_s, 3)
+    return out
 
 
 def child_config(req: OpRequest, out_dir: Path, shape_file: Path | None, argv: list[str], addopts: list[str]) -> dict:
@@ -355,6 +389,7 @@ def child_config(req: OpRequest, out_dir: Path, shape_file: Path | None, argv: l
         "argv": argv,
         "pytest_addopts": addopts,
         "settings": req.settings(),
+        "kernel_caches": kernel_caches({**os.environ, **req.env}),
     }
 
 
@@ -381,6 +416,7 @@ def _run_child(req: OpRequest, out_dir: Path, argv: list[str], addopts: list[str
         try:
             if _stopped(stop):
                 raise _NotStarted
+            env = {**env, ENV_SPAWNED_AT: f"{time.time():.6f}"}  # where the child's phases begin
             res = run_streaming(argv, on_line=lambda raw: emit(raw, raw), timeout=req.timeout, grace=req.grace,
                                 env=env, cwd=req.suite.root, stop=stop, on_start=getattr(stop, "child_started", None))
         except OutputError as exc:  # run.log cannot be written (full disk): the child was killed
@@ -451,7 +487,7 @@ def banner_end(o: OpOutcome) -> list[str]:
     return [f"[opscreen] result {o.status} (exit {o.exit_code}, child {o.child_returncode}) in {o.duration_s:.1f} s{tail}"]
 
 
-def finish_identity(config: dict, outcome: OpOutcome) -> None:
+def finish_identity(config: dict, outcome: OpOutcome) -> dict:
     path = Path(config["identity_path"])
     ident = contracts.read(contracts.RUN_IDENTITY, path)  # None: missing or damaged
     if ident is None:
@@ -460,6 +496,7 @@ def finish_identity(config: dict, outcome: OpOutcome) -> None:
     ident["outcome"] = outcome.status
     ident["duration_s"] = round(outcome.duration_s, 3)
     contracts.write(contracts.RUN_IDENTITY, path, ident)
+    return ident
 
 
 def identity_from_config(config: dict) -> dict:
@@ -476,4 +513,5 @@ def identity_from_config(config: dict) -> dict:
         "host": config["host"],
         "opscreen_version": config["opscreen_version"],
         "started_at": config["started_at"],
+        "kernel_caches": config.get("kernel_caches"),
     }

@@ -45,6 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from ..settings import cache_root
+
 __all__ = [
     "BUILTIN_MARKS",
     "TestInfo",
@@ -597,11 +599,7 @@ def suite_files(root: Path) -> list[Path]:
 
 
 def default_cache_dir() -> Path:
-    env = os.environ.get("OPSCREEN_CACHE_DIR")
-    if env:
-        return Path(env)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "opscreen"
+    return Path(cache_root(os.environ))
 
 
 def _cache_path(cache_dir: Path, root: Path) -> Path:

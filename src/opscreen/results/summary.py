@@ -108,6 +108,7 @@ class OpSummary:
     timer: str | None = None
     sources: list[str] = field(default_factory=list)
     device_uuid: str | None = None  # from the op's identity (tells two hosts' GPU 0 apart)
+    phases: dict | None = None  # result.json ``phases``: where the op's (last) process spent its time
 
 
 @dataclass
@@ -190,6 +191,7 @@ class Summary:
             "geomean": self.geomeans(),
             "spread": self.spread_stats(),
             "unresolved": self.unresolved(),
+            "time": time_stats(self.ops),
             "ops": [asdict(o) for o in self.ops],
             "columns": COLUMNS,
         }
@@ -394,6 +396,7 @@ def _summarize_op(
         device_name=device_name,
         timer=timer,
         device_uuid=_s(ident.get("device_uuid")),
+        phases=_phases(result.get("phases")),
     )
     if op_dir is None:
         return info, []
@@ -435,6 +438,49 @@ def _summarize_op(
     info.ok_rows = ok
     info.geomean = _exp_mean(logs)
     return info, out
+
+
+PHASES = (("start_imports_s", "start+imports"), ("collection_s", "collection"), ("measurement_s", "measurement"),
+          ("teardown_s", "teardown"))
+SLOWEST = 5
+
+
+def _phases(v: Any) -> dict | None:
+    if not isinstance(v, dict):
+        return None
+    return {k: _f(v.get(k)) for k, _ in PHASES}
+
+
+def time_stats(ops: list[OpSummary]) -> dict | None:
+    """Where the screen's time went: the sum of the ops' walls (every attempt), the sum
+    over ops of each phase of their (last) process with its share of that wall, the rest
+    (``other``: interpreter exit, harness, earlier attempts) and the slowest ops; None
+    without an op wall."""
+    timed = [o for o in ops if o.duration_s is not None]
+    if not timed:
+        return None
+    total = round(sum(o.duration_s for o in timed), 3)  # type: ignore[misc]
+    sums = {k: round(sum((o.phases or {}).get(k) or 0.0 for o in timed), 3) for k, _ in PHASES}
+    share = (lambda v: round(v / total, 4) if total > 0 else None)
+    phases = {k: {"s": v, "share": share(v)} for k, v in sums.items()}
+    other = round(max(0.0, total - sum(sums.values())), 3)
+    phases["other"] = {"s": other, "share": share(other)}
+    slowest = sorted(timed, key=lambda o: (-(o.duration_s or 0.0), o.op))[:SLOWEST]
+    return {"ops": len(timed), "with_phases": sum(1 for o in timed if o.phases), "wall_s": total, "phases": phases,
+            "slowest": [{"op": o.op, "wall_s": o.duration_s, "status": o.status, **(o.phases or {})} for o in slowest]}
+
+
+def format_time_stats(t: dict) -> list:
+    """The "where the time went" block of :func:`format_summary`."""
+    lines: list = [f"where the time went: {t['ops']} ops, {t['wall_s']:.1f} s of op wall"
+                   + (f" ({t['ops'] - t['with_phases']} without phases)" if t["with_phases"] < t["ops"] else "")]
+    tab = table("phase", "s>", "share>")
+    for key, label in (*PHASES, ("other", "other (exit, harness, retries)")):
+        p = t["phases"][key]
+        tab.row(label, f"{p['s']:.1f}", _pct(p["share"]))
+    lines.append(tab)
+    lines.append("slowest ops: " + ", ".join(f"{o['op']} {o['wall_s']:.1f} s" for o in t["slowest"]))
+    return lines
 
 
 def test_name(node: str | None) -> str:
@@ -588,6 +634,9 @@ def format_summary(s: Summary) -> str:
         if len(worst):
             lines.append(worst)
     lines += _unresolved_lines(s)
+    ts = time_stats(s.ops)
+    if ts:
+        lines.extend(format_time_stats(ts))
     return to_text(lines)
 
 
