@@ -47,7 +47,7 @@ from .. import fsio as _fsio
 from ..errors import UsageError
 from ..fsio import atomic_write_text  # noqa: F401  (re-exported)
 from ..fsio import fsync_dir  # noqa: F401  (re-exported)
-from ..fsio import utcnow as now_iso  # noqa: F401  (re-exported)
+from ..fsio import utcnow
 
 COMPLETE = ".complete"
 LOCK = ".lock"
@@ -282,7 +282,7 @@ class Journal:
         d = self.op_dir(op)
         d.mkdir(parents=True, exist_ok=True)
         contracts.write(contracts.RESULT, d / RESULT, result)
-        _fsio.atomic_write_json(d / COMPLETE, {"op": op, "status": result.get("status"), "finished_at": now_iso()}, fsync=True)
+        _fsio.atomic_write_json(d / COMPLETE, {"op": op, "status": result.get("status"), "finished_at": utcnow()}, fsync=True)
         return OpRecord.from_result(result, self.rel(d))
 
     def keep_attempt_log(self, op: str, out_dir: Path, n: int) -> str | None:
@@ -344,7 +344,7 @@ def op_result(state, *, status: str, error: str | None, backend: str, node: str 
         "attempt_log": [a.as_dict() for a in state.attempts],
         **({"repeats": final_out["repeats"]} if final_out.get("repeats") else {}),
         **({"phases": final_out["phases"]} if final_out.get("phases") else {}),
-        "finished_at": now_iso(),
+        "finished_at": utcnow(),
         **(extra or {}),
     }
     if state.level == 2 and state.l2_passed:
@@ -377,7 +377,7 @@ def run_identity(cfg, prev: dict | None) -> dict:
     if (prev.get("caliber") or {}).get("device_name"):
         caliber = prev["caliber"]
     sessions = list(prev.get("sessions") or [])
-    sessions.append({"pid": os.getpid(), "started_at": now_iso(), "argv": list(c.argv), "devices": list(c.devices)})
+    sessions.append({"pid": os.getpid(), "started_at": utcnow(), "argv": list(c.argv), "devices": list(c.devices)})
     return {  # contracts.write stamps the version
         "kind": "run",
         "caliber": caliber,
@@ -399,7 +399,7 @@ def run_identity(cfg, prev: dict | None) -> dict:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "opscreen_version": __version__,
-        "started_at": prev.get("started_at") or now_iso(),
+        "started_at": prev.get("started_at") or utcnow(),
         "finished_at": None,
         "state": "running",
         "sessions": sessions,
@@ -452,9 +452,9 @@ def identity_device_name(identity: dict, dirs: list[Path], dtypes: list[str] | N
 
 def identity_finished(identity: dict, state: str, error: str | None) -> None:
     """Mark the run (and its last session) as ended in ``state``."""
-    identity["finished_at"] = now_iso()
+    identity["finished_at"] = utcnow()
     identity["state"] = state
     if error:
         identity["error"] = error
     if identity.get("sessions"):
-        identity["sessions"][-1].update({"finished_at": now_iso(), "state": state, **({"error": error} if error else {})})
+        identity["sessions"][-1].update({"finished_at": utcnow(), "state": state, **({"error": error} if error else {})})

@@ -101,10 +101,8 @@ def build_request(args) -> OpRequest:
 
 
 def run(args) -> int:
-    req = build_request(args)  # usage errors before anything is written
+    req = build_request(args)  # usage errors (an --out that is no directory too) before anything is written
     out = out_dir(args, req.op)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out} exists and is not a directory")
 
     quiet = []  # set once stdout is gone (a closed pipe, a hung-up terminal): run.log still gets every line
 

@@ -25,7 +25,7 @@ from typing import Callable
 
 from .. import __version__
 from ..backends import Backend, all_visible_keys
-from ..child.config import ENV_SPAWNED_AT, EXIT_DEVICE_FATAL, FATAL_PREFIX, TIMING_DEFAULTS, TIMING_ENV, caliber, coerce_timing
+from ..child.config import ENV_CONFIG, ENV_SPAWNED_AT, EXIT_DEVICE_FATAL, FATAL_PREFIX, TIMING_DEFAULTS, TIMING_ENV, caliber, coerce_timing
 from ..errors import UsageError
 from ..settings import BY_NAME as SETTINGS, SHAPE_MODES, kernel_caches
 from .. import contracts
@@ -117,7 +117,7 @@ def child_env(req: OpRequest, config_path: Path, shim: Path) -> dict[str, str]:
     env["GEMS_VENDOR"] = req.backend.vendor
     for name in ("use_flagtune", "use_flagtune_cost_model"):  # set explicitly, never inherited
         env[SETTINGS[name].env] = getattr(req, name)
-    env["OPSCREEN_CHILD_CONFIG"] = str(config_path)
+    env[ENV_CONFIG] = str(config_path)
     env["PYTHONUNBUFFERED"] = "1"
     # pytest cuts its summary lines to the terminal width; a pipe has none.
     env.setdefault("COLUMNS", "240")
