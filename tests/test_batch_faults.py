@@ -47,6 +47,10 @@ class Faults:
                 "FAULTS_STATE_DIR": str(self.state),
                 "FAULTS_TAG": self.tag,
                 "PYTHONDONTWRITEBYTECODE": "1",
+                # a fresh process per op unless a test asks for --isolation worker: the
+                # tests count the suite's invocations, and a worker adds one to an op
+                # that does not pass (its fresh re-run)
+                "OPSCREEN_ISOLATION": "op",
             }
         )
 
@@ -182,11 +186,20 @@ def faults(tmp_path):
             pass
 
 
-def test_fault_outcomes(faults):
-    """Each fault ends as the right row, with the right number of attempts."""
+# isolation -> how often the suite ran each op: in a warm worker, an op that does not
+# pass runs once more (its fresh re-run), and its later attempts run fresh
+RUNS = {"op": {"hang": 3, "flaky": 2, "broken": 2, "flaky_attempts": "2"},
+        "worker": {"hang": 4, "flaky": 2, "broken": 3, "flaky_attempts": "1"}}
+
+
+@pytest.mark.parametrize("isolation", ["op", "worker"])
+def test_fault_outcomes(faults, isolation):
+    """Each fault ends as the right row, with the right number of attempts, in both
+    isolation modes (the same statuses)."""
     out = faults.tmp / "run"
     ops = "ok_a,hang,segv,flaky,broken,fatal,dtype_mixed"
-    res = faults.run(out, "--devices", "0,1", "--ops", ops, "--timeout", "3", "--grace", "0.5")
+    runs = RUNS[isolation]
+    res = faults.run(out, "--devices", "0,1", "--ops", ops, "--timeout", "3", "--grace", "0.5", "--isolation", isolation)
     assert res.returncode == 1, res.stdout + res.stderr
     rows = status_rows(out)
     assert set(rows) == set(ops.split(","))
@@ -197,25 +210,29 @@ def test_fault_outcomes(faults):
     hang = rows["hang"]
     assert hang["status"] == "timeout" and hang["attempts"] == "3", hang
     assert "timed out after 3 s" in hang["error"]
-    assert faults.runs("hang") == 3
+    assert faults.runs("hang") == runs["hang"]
 
     # a segfault twice the same way is deterministic: 2 attempts, not 3
     segv = rows["segv"]
     assert segv["status"] == "crashed" and segv["attempts"] == "2", segv
     assert "SIGSEGV" in segv["error"]
 
-    # fails once, then passes in a fresh process
-    assert rows["flaky"]["status"] == "passed" and rows["flaky"]["attempts"] == "2"
-    assert faults.runs("flaky") == 2
+    # fails once, then passes in a fresh process (a worker's fresh re-run is not an attempt)
+    assert rows["flaky"]["status"] == "passed" and rows["flaky"]["attempts"] == runs["flaky_attempts"]
+    assert faults.runs("flaky") == runs["flaky"]
     flaky = result(out, "flaky")
-    assert flaky["attempt_log"][0]["status"] == "failed"
-    assert (out / "ops" / "flaky" / "attempts" / "attempt-1.log").is_file()
+    if isolation == "op":
+        assert flaky["attempt_log"][0]["status"] == "failed"
+        assert (out / "ops" / "flaky" / "attempts" / "attempt-1.log").is_file()
+    else:
+        assert flaky["phases"]["worker_attempt"]["status"] == "failed"
+        assert (out / "ops" / "flaky" / "worker.log").is_file()
 
     # the same failure (modulo an address and a number) twice: deterministic, stop
     broken = rows["broken"]
     assert broken["status"] == "failed" and broken["attempts"] == "2", broken
     assert broken["error"].startswith("RuntimeError: kernel produced garbage at 0x")
-    assert faults.runs("broken") == 2
+    assert faults.runs("broken") == runs["broken"]
     sigs = {a["signature"] for a in result(out, "broken")["attempt_log"]}
     assert len(sigs) == 1
 

@@ -32,12 +32,14 @@ def last_invocation(out: Path, op: str) -> int:
     return int(found[-1])
 
 
-def test_sigkill_at_random_points_then_resume(faults):
+@pytest.mark.parametrize("isolation", ["op", "worker"])
+def test_sigkill_at_random_points_then_resume(faults, isolation):
     """SIGKILL the runner at >= 20 random moments; each restart resumes. In the end
-    every op is recorded exactly once and no completed op ever ran again."""
+    every op is recorded exactly once and no completed op ever ran again, in a fresh
+    process per op and with warm workers (which the next runner reaps)."""
     out = faults.tmp / "run"
     ops = OK_OPS + ["flaky", "broken"]
-    args = ["--ops", ",".join(ops), "--devices", "0,1", "--timeout", "30", "--grace", "0.5"]
+    args = ["--ops", ",".join(ops), "--devices", "0,1", "--timeout", "30", "--grace", "0.5", "--isolation", isolation]
     # Each op must outlast most kill intervals, or the run ends before 20 kill points
     # (ops got faster once the cpu device check stopped importing torch).
     env = {"FAULTS_OP_SLEEP": "1.0"}

@@ -81,8 +81,10 @@ def popen_group(
     cwd: str | os.PathLike | None = None,
     stdout=subprocess.PIPE,
     stderr=subprocess.PIPE,
+    pass_fds: Sequence[int] = (),
 ) -> subprocess.Popen:
-    """Start ``argv`` in a new session (own process group) with stdin closed."""
+    """Start ``argv`` in a new session (own process group) with stdin closed
+    (``pass_fds``: descriptors the child inherits, a warm worker's control pipe)."""
     return subprocess.Popen(
         list(argv),
         stdin=subprocess.DEVNULL,
@@ -91,6 +93,7 @@ def popen_group(
         env=dict(env) if env is not None else None,
         cwd=os.fspath(cwd) if cwd is not None else None,
         start_new_session=True,
+        pass_fds=tuple(pass_fds),
     )
 
 

@@ -35,6 +35,10 @@ OP, RUN = "op", "run"
 BOTH = (OP, RUN)
 
 TIMERS = ("auto", "graph", "direct", "wallclock")
+ISOLATIONS = ("auto", "worker", "op")
+#: What ``--isolation auto`` means per command: a screen shares warm workers; ``opscreen op``
+#: keeps a fresh process per run, so that ``--repeats`` measures the spread between processes.
+AUTO_ISOLATION = MappingProxyType({RUN: "worker", OP: "op"})
 SHAPE_MODES = ("upstream", "curated")
 MAX_REPEATS = 100
 CPU_ALL_SLOTS = 2  # --devices all on cpu: slots 0..min(CPU_ALL_SLOTS, cores)-1
@@ -116,6 +120,26 @@ def validate_repeats(value: Any, name: str = "--repeats") -> int:
     if not 1 <= n <= MAX_REPEATS:
         raise UsageError(f"{name} {n}: give a whole number of processes per op, 1 to {MAX_REPEATS}")
     return n
+
+
+def _isolation(value: Any, name: str) -> str:
+    v = str(value).strip().lower()
+    if v not in ISOLATIONS:
+        raise UsageError(f"{name} {value!r}: use worker (a warm process per device), op (a fresh process per op) or auto")
+    return v
+
+
+def _positive(message: str) -> Callable[[Any, str], int]:
+    def check(value: Any, name: str) -> int:
+        try:
+            n = int(str(value).strip())
+        except ValueError:
+            raise UsageError(message.format(name=name, value=value)) from None
+        if n < 1:
+            raise UsageError(message.format(name=name, value=value))
+        return n
+
+    return check
 
 
 def validate_flag01(value: Any, name: str) -> str:
@@ -298,8 +322,19 @@ SETTINGS: tuple[Setting, ...] = (
             default=1800.0, check=check_timeout, key="timeout", argparse=_m(type=float)),
     Setting("grace", ("--grace",), "seconds between SIGTERM and SIGKILL of a child group (default {default:g})", default=10.0,
             check=check_grace, key="grace", argparse=_m(type=float)),
-    Setting("repeats", ("--repeats",), "processes per op, each fresh; >1 records per-case medians and the spread "
-            "between processes (default {default}; docs/timing.md)", default=1, check=validate_repeats, caliber=True, key="repeats"),
+    Setting("repeats", ("--repeats",), "runs per op (each a fresh process, or one warm worker with --isolation "
+            "worker); >1 records per-case medians and the spread between runs (default {default}; docs/timing.md)", default=1, check=validate_repeats, caliber=True, key="repeats"),
+    Setting("isolation", ("--isolation",), {
+        RUN: "worker: one warm process per device runs op after op, and an op that does not pass there runs again "
+             "in a fresh process; op: a fresh process per op (default auto: worker; $OPSCREEN_ISOLATION)",
+        OP: "with --repeats: worker runs the repeats in one warm process, op in a fresh process each, so that "
+            "their spread is the one between processes (default auto: op; $OPSCREEN_ISOLATION)"},
+            default="auto", env="OPSCREEN_ISOLATION", env_commands=BOTH, check=_isolation, key="isolation",
+            empty="give worker or op", argparse=_m(choices=ISOLATIONS)),
+    Setting("max_ops_per_worker", ("--max-ops-per-worker",), "ops a warm worker runs before a fresh one takes over "
+            "(default {default}; $OPSCREEN_MAX_OPS_PER_WORKER)", default=100, env="OPSCREEN_MAX_OPS_PER_WORKER",
+            env_commands=BOTH, check=_positive("{name} {value!r}: give a whole number of ops >= 1"),
+            key="max_ops_per_worker", empty="give a number of ops"),
     Setting("retries", ("--retries",), "extra attempts for a failed op, in fresh processes (default {default})", commands=(RUN,),
             default=2, check=_at_least_zero("{name} must be >= 0"), key="retries", argparse=_m(type=int)),
     Setting("fatal_threshold", ("--fatal-threshold",), "device-fatal exits in a row (distinct ops) that mark a device "

@@ -1,9 +1,9 @@
 """Where the per-op work runs: the executor interface and the local executor.
 
 The batch runner decides *what* runs next (scheduling, retries, dtype fallback,
-journal); an :class:`Executor` only runs one unit of work — one call of
-:func:`opscreen.op.run.run_op`, i.e. one child process — on a lane (a device)
-and hands the outcome back. A later Ray executor can run the same per-op work
+journal); an :class:`Executor` only runs one unit of work — one op, through the
+lane's runner (:mod:`opscreen.op.lane`: a fresh child process, or the lane's warm
+worker) — on a lane (a device) and hands the outcome back. A later Ray executor can run the same per-op work
 on other machines by implementing the same four calls, without touching the
 scheduler, the retry policy or the journal.
 
@@ -80,23 +80,49 @@ class Executor(Protocol):
 WorkFn = Callable[..., Any]
 
 
-def default_work(request, out_dir: Path, *, stop: threading.Event | None = None, echo=None):
-    from ..op.run import run_op
+class LaneRunner(Protocol):
+    """What runs the jobs of one lane (opscreen.op.lane.LaneRunner): it may keep state
+    between jobs (a warm worker), and is closed when the lane ends."""
 
-    return run_op(request, out_dir, stop=stop, echo=echo)
+    def run(self, request: Any, out_dir: Path, *, stop: threading.Event | None = None, echo=None) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+def default_lanes() -> Callable[[int], LaneRunner]:
+    """A runner per lane that runs each request as it asks (``request.isolation``:
+    a fresh process per op, or the lane's warm worker)."""
+    from ..op.lane import lane_factory
+
+    return lane_factory()
+
+
+class _WorkRunner:
+    """A stateless work function as a lane runner."""
+
+    def __init__(self, work: WorkFn):
+        self.work = work
+
+    def run(self, request, out_dir: Path, *, stop: threading.Event | None = None, echo=None):
+        return self.work(request, out_dir, stop=stop)
+
+    def close(self) -> None:
+        pass
 
 
 class LocalExecutor:
     """One thread per lane; each runs the work function for the jobs of its lane.
 
-    Lifecycle: ``start`` creates the threads; ``submit`` hands a job to its
-    lane's thread; results come back through one queue read by ``wait``;
-    ``stop`` sets the shared stop event (every running ``run_op`` kills its
-    child group and returns); ``close`` ends the threads.
+    Lifecycle: ``start`` creates the threads, each with its lane runner (``lanes(lane)``,
+    default :func:`default_lanes`; a plain ``work`` function instead runs each job as
+    given); ``submit`` hands a job to its lane's thread; results come back through one
+    queue read by ``wait``; ``stop`` sets the shared stop event (every running op kills
+    its child group and returns); ``close`` ends the threads, and each closes its
+    runner (a warm worker exits).
     """
 
-    def __init__(self, work: WorkFn | None = None):
-        self.work = work or default_work
+    def __init__(self, work: WorkFn | None = None, lanes: Callable[[int], LaneRunner] | None = None):
+        self.lanes = (lambda lane: _WorkRunner(work)) if work is not None else (lanes or default_lanes())
         self.stop_event = threading.Event()
         self._results: queue.SimpleQueue[Done] = queue.SimpleQueue()
         self._lanes: dict[int, queue.SimpleQueue] = {}
@@ -130,13 +156,20 @@ class LocalExecutor:
         return self._busy.get(lane)
 
     def _loop(self, lane: int, q: queue.SimpleQueue) -> None:
+        runner = self.lanes(lane)
+        try:
+            self._jobs(lane, q, runner)
+        finally:
+            runner.close()
+
+    def _jobs(self, lane: int, q: queue.SimpleQueue, runner: LaneRunner) -> None:
         while True:
             job = q.get()
             if job is None:
                 return
             t0 = time.monotonic()
             try:
-                out = self.work(job.request, job.out_dir, stop=self.stop_event)
+                out = runner.run(job.request, job.out_dir, stop=self.stop_event)
                 done = Done(job, out, None, time.monotonic() - t0)
             except BaseException as exc:  # the run survives a broken work function
                 tb = traceback.format_exception_only(type(exc), exc)

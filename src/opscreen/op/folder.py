@@ -12,13 +12,16 @@ from pathlib import Path
 
 from ..results.records import REPEAT_DIR
 
-OWNED_FILES = ("run.log", "record.log", "result.json", "run_identity.json", "child_config.json", "shapes.merged.yaml")
+OWNED_FILES = ("run.log", "record.log", "result.json", "run_identity.json", "child_config.json", "shapes.merged.yaml",
+               "worker.log")
 
 
-def clear_owned(out_dir: Path) -> None:
+def clear_owned(out_dir: Path, keep: tuple[str, ...] = ()) -> None:
     """Remove what an earlier run left in ``out_dir`` that this one writes again:
-    the owned files, the batch marker, and an earlier ``--repeats`` series."""
+    the owned files (but ``keep``), the batch marker, and an earlier ``--repeats`` series."""
     for name in OWNED_FILES + (".complete",):
+        if name in keep:
+            continue
         p = out_dir / name
         if p.is_file() or p.is_symlink():
             p.unlink()

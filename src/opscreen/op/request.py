@@ -27,6 +27,8 @@ def validated(obj: Any, command: str) -> None:
     for s in S.declared(command):
         if s.key_for(command) and hasattr(obj, s.name):
             object.__setattr__(obj, s.name, s.parse(getattr(obj, s.name)))
+    if getattr(obj, "isolation", None) == "auto":
+        object.__setattr__(obj, "isolation", S.AUTO_ISOLATION[command])
     object.__setattr__(obj, "planned_timer", planned_timer(obj.backend, obj.timer))
 
 
@@ -46,6 +48,8 @@ class Measurement:
     grace: float = S.default("grace")
     extra_args: list[str] = field(default_factory=lambda: S.default("extra_args"))
     repeats: int = S.default("repeats")  # processes per op; >1 merges their medians (op/repeats.py)
+    isolation: str = S.default("isolation")  # worker: a warm process per lane (op/lane.py); op: fresh per op
+    max_ops_per_worker: int = S.default("max_ops_per_worker")
     provenance: Mapping[str, str] = field(default_factory=dict, compare=False)  # setting -> where its value came from
     planned_timer: str = field(init=False, default="")  # the timer the children will use (op/plan.py)
 

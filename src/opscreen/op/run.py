@@ -306,28 +306,58 @@ def run_op(
     return run_once(req, out_dir, stop=stop, echo=echo)
 
 
+class FreshProcess:
+    """Where ``run_once`` runs an op by default: a fresh child process (``--isolation op``).
+    A warm worker (op/worker.py) offers the same three members."""
+
+    isolation = "op"
+    shim = None  # the op's own PYTHONPATH shim (python_shim)
+
+    @staticmethod
+    def launch(argv, **kw):
+        return run_streaming(argv, **kw)
+
+    @staticmethod
+    def info() -> dict:
+        return {}
+
+
+FRESH = FreshProcess()
+
+
 def run_once(
     req: OpRequest,
     out_dir: Path,
     *,
     stop: threading.Event | None = None,
     echo: Callable[[str], None] | None = None,
+    launcher=FRESH,
+    keep: tuple[str, ...] = (),
+    worker_attempt: dict | None = None,
 ) -> OpOutcome:
-    """One child process for ``req`` writing its files into ``out_dir``: the child
-    config, then run.log as the child runs, then the identity and result.json."""
+    """One child for ``req`` writing its files into ``out_dir``: the child config, then
+    run.log as the child runs, then the identity and result.json. ``launcher`` runs the
+    child: a fresh process, or a warm worker (op/lane.py); ``keep`` names files of the
+    op dir that this run must not clear, ``worker_attempt`` how the op ended in a worker
+    before this fresh run (recorded in ``phases``)."""
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
-    clear_owned(out_dir)
+    clear_owned(out_dir, keep=keep)
     shape_file = shape_file_for(req, out_dir)
     config_path = out_dir / "child_config.json"
-    shim = python_shim(out_dir)
+    shim = launcher.shim or python_shim(out_dir)
     argv, addopts = build_argv(req, shape_file, req.planned_timer)
-    config = contracts.write(contracts.CHILD_CONFIG, config_path, child_config(req, out_dir, shape_file, argv, addopts))
+    config = child_config(req, out_dir, shape_file, argv, addopts)
+    config["isolation"] = launcher.isolation
+    config = contracts.write(contracts.CHILD_CONFIG, config_path, config)
     env = child_env(req, config_path, shim)
     env["PYTEST_ADDOPTS"] = " ".join(filter(None, [shlex.join(addopts), os.environ.get("PYTEST_ADDOPTS", "")]))
-    outcome = _run_child(req, out_dir, argv, addopts, env, stop, echo)
+    outcome = _run_child(req, out_dir, argv, addopts, env, stop, echo, launcher)
     ident = finish_identity(config, outcome)
-    outcome = dataclasses.replace(outcome, phases=op_phases(ident, outcome))
+    phases = op_phases(ident, outcome, launcher.isolation, launcher.info())
+    if worker_attempt:
+        phases["worker_attempt"] = worker_attempt
+    outcome = dataclasses.replace(outcome, phases=phases)
     contracts.write(contracts.RESULT, out_dir / "result.json", op_result(req, outcome))
     return outcome
 
@@ -335,12 +365,16 @@ def run_once(
 PHASE_KEYS = ("start_imports_s", "collection_s", "measurement_s", "teardown_s")
 
 
-def op_phases(ident: dict, outcome: OpOutcome) -> dict:
+def op_phases(ident: dict, outcome: OpOutcome, isolation: str = "op", worker: dict | None = None) -> dict:
     """Where this op's time went (``result.json`` ``phases``): the child's own phases
     (child/identity.py; None each when the child did not report them) and the harness's
-    wall for the child (``child_wall_s``, from its start to its exit and the end of its output)."""
+    wall for the child (``child_wall_s``, from its start to its exit and the end of its output).
+    In a warm worker (``mode: worker``) the start and imports were paid once by the worker:
+    ``worker`` says which worker, its import time and whether this op shared it."""
     reported = ident.get("phases") if isinstance(ident.get("phases"), dict) else {}
-    out: dict = {"mode": "process"}
+    out: dict = {"mode": "worker" if isolation == "worker" else "process"}
+    if worker:
+        out["worker"] = worker
     for key in PHASE_KEYS:
         v = reported.get(key)
         out[key] = float(v) if isinstance(v, (int, float)) and v >= 0 else None
@@ -394,7 +428,7 @@ def child_config(req: OpRequest, out_dir: Path, shape_file: Path | None, argv: l
 
 
 def _run_child(req: OpRequest, out_dir: Path, argv: list[str], addopts: list[str], env: dict[str, str],
-               stop: threading.Event | None, echo: Callable[[str], None] | None) -> OpOutcome:
+               stop: threading.Event | None, echo: Callable[[str], None] | None, launcher=FRESH) -> OpOutcome:
     """Start the child, stream its output into run.log (between the banners) and
     ``echo``, and classify how it ended."""
     timer = req.planned_timer
@@ -411,14 +445,14 @@ def _run_child(req: OpRequest, out_dir: Path, argv: list[str], addopts: list[str
             if echo is not None:
                 echo(raw if raw is not None else clean)
 
-        for line in banner_start(req, timer, out_dir, argv, addopts):
+        for line in banner_start(req, timer, out_dir, argv, addopts, launcher.isolation):
             emit(line + "\n")
         try:
             if _stopped(stop):
                 raise _NotStarted
             env = {**env, ENV_SPAWNED_AT: f"{time.time():.6f}"}  # where the child's phases begin
-            res = run_streaming(argv, on_line=lambda raw: emit(raw, raw), timeout=req.timeout, grace=req.grace,
-                                env=env, cwd=req.suite.root, stop=stop, on_start=getattr(stop, "child_started", None))
+            res = launcher.launch(argv, on_line=lambda raw: emit(raw, raw), timeout=req.timeout, grace=req.grace,
+                                  env=env, cwd=req.suite.root, stop=stop, on_start=getattr(stop, "child_started", None))
         except OutputError as exc:  # run.log cannot be written (full disk): the child was killed
             raise exc.cause from None
         except _NotStarted:  # stopped before the child started
@@ -468,14 +502,15 @@ def timing_overrides() -> dict:
     return out
 
 
-def banner_start(req: OpRequest, timer: str, out_dir: Path, argv: list[str], addopts: list[str]) -> list[str]:
+def banner_start(req: OpRequest, timer: str, out_dir: Path, argv: list[str], addopts: list[str],
+                 isolation: str = "op") -> list[str]:
     timeout = f"{req.timeout:g} s" if req.timeout else "none"
     dtypes = ",".join(req.dtypes) if req.dtypes else "suite default"
     return [
         f"[opscreen] op {req.op} | node {req.target.describe()} | suite {req.suite.root}",
         f"[opscreen] backend {req.backend.name} (vendor {req.backend.vendor}) device {req.device} | timer {timer}"
         f" | dtypes {dtypes} | shapes {req.shape_mode} | level {req.level}"
-        f" | USE_FLAGTUNE={req.use_flagtune} | timeout {timeout}",
+        f" | USE_FLAGTUNE={req.use_flagtune} | timeout {timeout} | isolation {isolation}",
         f"[opscreen] out {out_dir} | started {utcnow()}",
         "[opscreen] argv " + shlex.join(argv),
         "[opscreen] PYTEST_ADDOPTS " + shlex.join(addopts),
@@ -493,6 +528,7 @@ def finish_identity(config: dict, outcome: OpOutcome) -> dict:
     if ident is None:
         ident = identity_from_config(config)
     ident["finished_at"] = utcnow()
+    ident["isolation"] = config.get("isolation", "op")  # which mode produced the numbers
     ident["outcome"] = outcome.status
     ident["duration_s"] = round(outcome.duration_s, 3)
     contracts.write(contracts.RUN_IDENTITY, path, ident)

@@ -1,0 +1,237 @@
+"""A warm worker: one long-lived process per lane that runs op after op.
+
+Started by the harness (``opscreen.op.worker``) in the suite's own interpreter, in
+the suite root, with the lane's environment. It imports torch, the backend's torch
+extension and the suite's library once, then reads requests from the control pipe
+(the fd named by ``OPSCREEN_WORKER_FD``; one JSON object per line) and runs each op
+as a **fresh pytest session** in this process: ``pytest.main(args)`` with the op's
+own environment (its child config, its ``PYTEST_ADDOPTS``) and working directory.
+
+Why a fresh session per op rather than pytest-xdist's model (``remote.py`` collects
+the whole test set once, then runs the items the controller sends): an op of the
+screen is a pytest invocation of its own (its file, its ``-m`` marker, its suite
+options and the opscreen plugins configured for it, which read the op's config at
+``pytest_configure``); one collection for every op would have to collect the whole
+suite up front (minutes on FlagGems) and share one config, one record log and one
+set of plugin states between ops. A fresh session per op keeps every op's files and
+settings exactly as in a fresh process; what the worker saves is the interpreter
+start and the imports of torch and the library, which are most of an op's cost.
+
+Between ops (:func:`hygiene`) the worker makes the next op see what a fresh process
+would: it synchronises the device and frees its cached memory, re-seeds torch (its
+seed at start), Python's and NumPy's generators, restores torch's default dtype and
+grad mode, removes logging handlers the op added, restores ``sys.path``, drops the
+modules the op imported from the suite's test tree (its conftest and benchmark
+modules, so their globals start fresh) and every ``opscreen.child`` plugin module,
+and collects garbage. It then reports its memory so that the harness can recycle it.
+
+Output: the op's stdout and stderr go to the worker's own (a pipe the harness reads
+into the op's ``run.log``); after each op the worker prints one :data:`DONE` line
+with the pytest exit status and its memory, and once at start a :data:`READY` line
+with what its imports cost. A device-fatal error, a crash or a hang ends or kills the
+whole worker; the harness then runs that op again in a fresh process.
+
+Standard library only at import (torch and pytest are imported in :func:`main`).
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import json
+import logging
+import os
+import random
+import sys
+import time
+import traceback
+
+ENV_CONTROL_FD = "OPSCREEN_WORKER_FD"
+ENV_PREIMPORT = "OPSCREEN_WORKER_PREIMPORT"  # comma-separated modules imported once at start
+ENV_DEVICE_TYPE = "OPSCREEN_WORKER_DEVICE_TYPE"
+ENV_SUITE_ROOT = "OPSCREEN_WORKER_SUITE_ROOT"
+ENV_KEEP = "OPSCREEN_WORKER_KEEP"  # comma-separated top-level packages under the suite root that stay imported
+READY = "\x1eOPSCREEN-WORKER-READY "
+DONE = "\x1eOPSCREEN-WORKER-DONE "
+PLUGIN_PREFIX = "opscreen.child."
+
+
+def _announce(prefix: str, payload: dict) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os.write(1, (prefix + json.dumps(payload) + "\n").encode())
+
+
+def preimport(names: list[str]) -> tuple[list[str], dict[str, str]]:
+    """Import ``names`` in order; a module that fails is left to the op (which reports
+    it as a fresh process would), and its first error line is returned."""
+    done: list[str] = []
+    errors: dict[str, str] = {}
+    for name in names:
+        try:
+            importlib.import_module(name)
+            done.append(name)
+        except BaseException as exc:  # noqa: BLE001 - SystemExit from a library's import too
+            text = str(exc).splitlines()[0] if str(exc) else ""
+            errors[name] = f"{type(exc).__name__}: {text}"[:300]
+    return done, errors
+
+
+class Baseline:
+    """What a fresh process looks like, taken once after the imports."""
+
+    def __init__(self, suite_root: str, keep: list[str], device_type: str):
+        self.modules = set(sys.modules)
+        self.path = list(sys.path)
+        self.suite_root = os.path.realpath(suite_root) + os.sep if suite_root else None
+        self.keep = set(keep)
+        self.device_type = device_type
+        self.handlers = {name: list(lg.handlers) for name, lg in _loggers()}
+        self.torch: dict = {}
+        torch = sys.modules.get("torch")
+        try:
+            if torch is not None:
+                self.torch = {"seed": torch.initial_seed(), "dtype": torch.get_default_dtype(),
+                              "grad": torch.is_grad_enabled()}
+        except Exception:  # not a torch this worker knows how to reset: leave it be
+            self.torch = {}
+
+
+def _loggers():
+    yield "", logging.getLogger()
+    for name, lg in list(logging.Logger.manager.loggerDict.items()):
+        if isinstance(lg, logging.Logger):
+            yield name, lg
+
+
+def _suite_module(base: Baseline, name: str, mod) -> bool:
+    """A module the op imported from the suite's tree (its conftest and test modules),
+    not from the library the worker keeps."""
+    if name.startswith(PLUGIN_PREFIX) and name != __name__:
+        return True
+    if name in base.modules or base.suite_root is None:
+        return False
+    path = getattr(mod, "__file__", None)
+    if not path or name.split(".")[0] in base.keep:
+        return False
+    return os.path.realpath(path).startswith(base.suite_root)
+
+
+def hygiene(base: Baseline) -> dict:
+    """Make the next op see what a fresh process would (module docstring); return the
+    worker's memory after it."""
+    t0 = time.monotonic()
+    for name, lg in _loggers():
+        for h in [h for h in lg.handlers if h not in base.handlers.get(name, ())]:
+            lg.removeHandler(h)
+            try:
+                h.close()
+            except Exception:
+                pass
+    for name, mod in list(sys.modules.items()):
+        if _suite_module(base, name, mod):
+            del sys.modules[name]
+    sys.path[:] = base.path
+    memory = _reset_torch(base)
+    random.seed()
+    np = sys.modules.get("numpy")
+    if np is not None:
+        try:
+            np.random.seed()
+        except Exception:
+            pass
+    gc.collect()
+    return {"hygiene_s": round(time.monotonic() - t0, 3), "rss_mb": rss_mb(), **memory}
+
+
+def _reset_torch(base: Baseline) -> dict:
+    torch = sys.modules.get("torch")
+    if torch is None or not base.torch:
+        return {}
+    out: dict = {}
+    try:
+        torch.set_grad_enabled(base.torch["grad"])
+        torch.set_default_dtype(base.torch["dtype"])
+        torch.manual_seed(base.torch["seed"])
+    except Exception as exc:
+        out["reset_error"] = f"{type(exc).__name__}: {exc}"[:200]
+    gc.collect()
+    mod = getattr(torch, base.device_type, None) if base.device_type and base.device_type != "cpu" else None
+    if mod is not None:
+        try:
+            if mod.is_available():
+                mod.synchronize()
+                mod.empty_cache()
+                if hasattr(mod, "memory_allocated"):
+                    out["device_allocated_mb"] = round(mod.memory_allocated() / 2**20, 1)
+                if hasattr(mod, "memory_reserved"):
+                    out["device_reserved_mb"] = round(mod.memory_reserved() / 2**20, 1)
+        except Exception as exc:  # a broken context: the harness recycles the worker
+            out["device_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:200]
+    return out
+
+
+def rss_mb() -> float | None:
+    try:
+        with open("/proc/self/statm") as fh:
+            pages = int(fh.read().split()[1])
+        return round(pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
+    except (OSError, ValueError, IndexError):
+        try:
+            import resource
+
+            return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+        except Exception:
+            return None
+
+
+def run_one(msg: dict) -> int:
+    """One op: its environment and working directory, then a fresh pytest session."""
+    os.environ.clear()
+    os.environ.update({k: v for k, v in msg["env"].items() if v is not None})
+    os.chdir(msg["cwd"])
+    args = [str(a) for a in msg["args"]]
+    sys.argv = ["pytest", *args]
+    import pytest
+
+    try:
+        return int(pytest.main(args))
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 1
+    except BaseException:  # noqa: BLE001 - the op's failure, not the worker's
+        traceback.print_exc()
+        return 3
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+
+
+def main() -> None:
+    t0 = time.time()
+    fd = int(os.environ[ENV_CONTROL_FD])
+    names = [n for n in os.environ.get(ENV_PREIMPORT, "").split(",") if n]
+    done, errors = preimport(names)
+    base = Baseline(os.environ.get(ENV_SUITE_ROOT, ""), [n for n in os.environ.get(ENV_KEEP, "").split(",") if n],
+                    os.environ.get(ENV_DEVICE_TYPE, "cpu"))
+    _announce(READY, {"pid": os.getpid(), "imports_s": round(time.time() - t0, 3), "imported": done,
+                      "import_errors": errors, "rss_mb": rss_mb()})
+    with os.fdopen(fd, "r", encoding="utf-8") as ctrl:
+        for line in ctrl:
+            msg = json.loads(line)
+            if msg.get("cmd") != "run":
+                break
+            started = time.time()
+            rc = run_one(msg)
+            ran = time.time() - started
+            _announce(DONE, {"id": msg.get("id"), "rc": rc, "op_s": round(ran, 3), **hygiene(base)})
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

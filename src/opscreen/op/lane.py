@@ -1,0 +1,166 @@
+"""A lane's runner: how one device runs op after op, in fresh processes or in a warm worker.
+
+The batch executor gives every lane (device) one :class:`LaneRunner` and calls
+:meth:`LaneRunner.run` for each op of the lane's queue. With ``isolation="op"`` it
+is :func:`opscreen.op.run.run_op`: a fresh process per op. With
+``isolation="worker"`` the lane keeps one warm worker (:mod:`opscreen.op.worker`)
+and runs each op in it, with these guarantees:
+
+- **Isolation where it matters.** An op that does not pass in a worker (it failed,
+  crashed, timed out or ended device-fatal) is run again at once in a fresh process,
+  whose outcome is the one recorded: a state leak from an earlier op is never blamed
+  on it. The worker's log of it is kept as ``worker.log``, and ``result.json``
+  ``phases.worker_attempt`` says how it ended. The worker is killed (its whole
+  group) and the next op of the lane starts a fresh one. Later attempts of that op
+  (retries, dtype fallback) run in fresh processes on every lane.
+- **Recycling.** A worker is closed after ``max_ops_per_worker`` ops, when its
+  resident memory after an op passes :data:`MAX_RSS_MB` or the device memory still
+  allocated after the hygiene passes :data:`MAX_DEVICE_MB` (both overridable in the
+  environment), and when an op needs a different environment or interpreter than the
+  worker was started with (the key: everything but the per-op variables).
+- **Interrupts.** A stopped op is ``interrupted`` as in a fresh process (its worker
+  killed), never run again.
+
+A single run with nothing to share (``opscreen op`` without ``--repeats``) runs as
+``op``: a worker would only add its protocol to the same imports.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from pathlib import Path
+from typing import Callable
+
+from ..child.config import ENV_CONFIG, ENV_SPAWNED_AT
+from ..child.worker import ENV_DEVICE_TYPE, ENV_KEEP, ENV_PREIMPORT, ENV_SUITE_ROOT
+from .request import OpOutcome, OpRequest
+from .worker import Worker
+
+#: Variables that differ from op to op: they never force a new worker.
+PER_OP_KEYS = (ENV_CONFIG, ENV_SPAWNED_AT, "PYTEST_ADDOPTS", "PYTHONPATH")
+#: Recycle bounds (MiB), measured on an H200 screen (bench/results): overridable.
+MAX_RSS_MB = float(os.environ.get("OPSCREEN_WORKER_MAX_RSS_MB", "") or 24576)
+MAX_DEVICE_MB = float(os.environ.get("OPSCREEN_WORKER_MAX_DEVICE_MB", "") or 2048)
+WORKER_LOG = "worker.log"
+PASSED = ("passed",)
+
+
+class LaneRunner:
+    """Runs the ops of one lane (module docstring). Not thread-safe: one per lane thread.
+
+    ``fresh_only`` is shared by every lane of a run: the ops whose worker attempt did
+    not pass, which from then on run only in fresh processes."""
+
+    def __init__(self, fresh_only: set[str] | None = None, lock: threading.Lock | None = None):
+        self.worker: Worker | None = None
+        self.fresh_only = fresh_only if fresh_only is not None else set()
+        self._lock = lock or threading.Lock()
+        self.recycled: list[str] = []  # why each earlier worker of this lane was closed
+        self.no_worker: str | None = None  # why this lane runs fresh processes only (a worker could not start)
+
+    def run(self, req: OpRequest, out_dir: Path, *, stop: threading.Event | None = None,
+            echo: Callable[[str], None] | None = None) -> OpOutcome:
+        from .repeats import run_repeated
+        from .run import run_op
+
+        with self._lock:
+            fresh = req.op in self.fresh_only
+        if req.isolation != "worker" or fresh or self.no_worker:
+            return run_op(req, out_dir, stop=stop, echo=echo)
+        if int(req.repeats) > 1:
+            return run_repeated(req, out_dir, self.run_in_worker, stop=stop, echo=echo)
+        return self.run_in_worker(req, out_dir, stop=stop, echo=echo)
+
+    def run_in_worker(self, req: OpRequest, out_dir: Path, *, stop: threading.Event | None = None,
+                      echo: Callable[[str], None] | None = None) -> OpOutcome:
+        """One run of ``req`` in the lane's worker; run again in a fresh process when it did not pass."""
+        from .run import child_env, python_shim, run_once
+
+        worker = self._worker_for(req, lambda shim: child_env(req, Path(os.devnull), shim), python_shim)
+        outcome = run_once(req, out_dir, stop=stop, echo=echo, launcher=worker)
+        if worker.ready is None and outcome.status != "interrupted":
+            self.no_worker = f"a warm worker could not start ({outcome.error or outcome.status})"
+            if echo is not None:
+                echo(f"[opscreen] {self.no_worker}: this lane runs a fresh process per op from now on\n")
+        if outcome.status in PASSED:
+            self._maybe_recycle(req)
+            return outcome
+        self._discard(f"{req.op} {outcome.status} in it")
+        if outcome.status == "interrupted":
+            return outcome
+        with self._lock:
+            self.fresh_only.add(req.op)
+        attempt = {"status": outcome.status, "error": outcome.error, "wall_s": round(outcome.duration_s, 3),
+                   "log": WORKER_LOG}
+        out = Path(out_dir).resolve()
+        if (out / "run.log").is_file():
+            shutil.move(str(out / "run.log"), str(out / WORKER_LOG))
+        if echo is not None:
+            echo(f"[opscreen] {req.op}: {outcome.status} in a warm worker; running it again in a fresh process\n")
+        return run_once(req, out_dir, stop=stop, echo=echo, keep=(WORKER_LOG,), worker_attempt=attempt)
+
+    def _worker_for(self, req: OpRequest, env_for: Callable[[Path], dict], shim_for) -> Worker:
+        """The lane's worker for ``req``: the current one when it is alive and shares the
+        op's environment (:func:`worker_key`), else a new one."""
+        key = worker_key(req, env_for(Path(os.devnull)))
+        if self.worker is not None and (self.worker.key != key or not self.worker.alive()):
+            self._discard("the next op needs another environment" if self.worker.alive() else "it died")
+        if self.worker is None:
+            extra = {ENV_PREIMPORT: ",".join(preimports(req)), ENV_DEVICE_TYPE: req.backend.device_type,
+                     ENV_SUITE_ROOT: str(req.suite.root), ENV_KEEP: req.suite.library}
+
+            def spawn_env(shim: Path) -> dict:
+                env = {k: v for k, v in env_for(shim).items() if k not in PER_OP_KEYS[:-1]}
+                return {**env, **extra}
+
+            self.worker = Worker(req.suite.python, spawn_env, req.suite.root, key, shim_for)
+        return self.worker
+
+    def _maybe_recycle(self, req: OpRequest) -> None:
+        w = self.worker
+        if w is None:
+            return
+        last = w.last or {}
+        why = None
+        if w.ops >= int(req.max_ops_per_worker):
+            why = f"{w.ops} ops (--max-ops-per-worker)"
+        elif (last.get("rss_mb") or 0) > MAX_RSS_MB:
+            why = f"resident memory {last['rss_mb']:.0f} MiB > {MAX_RSS_MB:.0f}"
+        elif (last.get("device_allocated_mb") or 0) > MAX_DEVICE_MB:
+            why = f"device memory still allocated {last['device_allocated_mb']:.0f} MiB > {MAX_DEVICE_MB:.0f}"
+        elif last.get("device_error"):
+            why = f"device check failed: {last['device_error']}"
+        if why:
+            self._discard(why)
+
+    def _discard(self, why: str) -> None:
+        if self.worker is not None:
+            self.worker.close(grace=1.0) if self.worker.alive() else self.worker.kill(grace=0.5)
+            self.recycled.append(why)
+            self.worker = None
+
+    def close(self) -> None:
+        self._discard("the lane ended")
+
+
+def worker_key(req: OpRequest, env: dict) -> tuple:
+    """What a worker must share with an op to run it: the interpreter, the suite root and
+    the environment, less the per-op variables."""
+    stable = tuple(sorted((k, v) for k, v in env.items() if k not in PER_OP_KEYS))
+    return (req.suite.python, str(req.suite.root), stable)
+
+
+def preimports(req: OpRequest) -> list[str]:
+    """What the worker imports once: torch, the backend's torch extensions and the suite's
+    library (one that fails to import is left to the op, which reports it)."""
+    return ["torch", *req.backend.torch_modules, req.suite.library]
+
+
+def lane_factory() -> Callable[[int], LaneRunner]:
+    """Lane runners for one run: they share the set of ops that run only fresh."""
+    shared: set[str] = set()
+    lock = threading.Lock()
+    return lambda lane: LaneRunner(shared, lock)
+

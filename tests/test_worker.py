@@ -1,0 +1,156 @@
+"""Warm workers (``--isolation worker``): real workers, real faults, real kills.
+
+The fault suite runs op after op in one worker per lane; these tests check what a
+worker must guarantee: every op still sees a fresh process's state, a fault in the
+middle of a worker's queue is run again in a fresh process and costs the worker (the
+next op gets a new one), and a runner killed while its workers run is resumed with
+nothing lost, duplicated or left running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from test_batch_faults import Faults, result, status_rows  # noqa: F401 - the shared fixture's class
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def faults(tmp_path):
+    f = Faults(tmp_path)
+    yield f
+    for pid in f.tagged():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def phases(out: Path, op: str) -> dict:
+    return result(out, op)["phases"]
+
+
+def test_ops_share_a_worker_and_each_sees_a_fresh_process(faults):
+    out = faults.tmp / "run"
+    res = faults.run(out, "--devices", "0", "--ops", "leak_a,leak_b,ok_a", "--isolation", "worker", "--timeout", "60")
+    assert res.returncode == 0, res.stdout + res.stderr
+    ph = {op: phases(out, op) for op in ("leak_a", "leak_b", "ok_a")}
+    for op, p in ph.items():
+        assert p["mode"] == "worker" and "worker_attempt" not in p, (op, p)  # passed in the worker, no fresh re-run
+        ident = json.loads((out / "ops" / op / "run_identity.json").read_text())
+        assert ident["isolation"] == "worker"
+        # every op has its own record log, holding its own rows only
+        record = (out / "ops" / op / "record.log").read_text()
+        assert f'"op_name": "{op}"' in record
+        assert all(f'"op_name": "{other}"' not in record for other in ph if other != op)
+    assert len({p["worker"]["pid"] for p in ph.values()}) == 1
+    assert sorted(p["worker"]["op_index"] for p in ph.values()) == [1, 2, 3]
+    assert faults.runs("leak_a") == faults.runs("leak_b") == 1
+    faults.assert_no_leftovers()
+
+
+def test_op_isolation_is_a_fresh_process_per_op(faults):
+    out = faults.tmp / "run"
+    res = faults.run(out, "--devices", "0", "--ops", "ok_a,ok_b", "--isolation", "op", "--timeout", "60")
+    assert res.returncode == 0, res.stdout + res.stderr
+    for op in ("ok_a", "ok_b"):
+        assert phases(out, op)["mode"] == "process" and "worker" not in phases(out, op)
+        assert json.loads((out / "ops" / op / "run_identity.json").read_text())["isolation"] == "op"
+
+
+def test_faults_in_the_middle_of_a_workers_queue(faults):
+    """A hang, a segfault and a device-fatal exit between passing ops on one lane: each
+    fault is run again in a fresh process before it is recorded (same status as
+    --isolation op), its worker is killed, and the next op starts a new worker."""
+    out = faults.tmp / "run"
+    ops = ["ok_a", "hang", "ok_b", "segv", "ok_c", "fatal", "ok_d"]
+    res = faults.run(out, "--devices", "0", "--no-steal", "--ops", ",".join(ops), "--isolation", "worker",
+                     "--retries", "0", "--fatal-threshold", "0", "--timeout", "4", "--grace", "0.5")
+    assert res.returncode == 1, res.stdout + res.stderr
+    rows = status_rows(out)
+    expect = {"ok_a": "passed", "hang": "timeout", "ok_b": "passed", "segv": "crashed", "ok_c": "passed",
+              "fatal": "device_fatal", "ok_d": "passed"}
+    assert {op: rows[op]["status"] for op in ops} == expect
+    pids = []
+    for op in ops:
+        p = phases(out, op)
+        if expect[op] == "passed":
+            assert p["mode"] == "worker", (op, p)
+            pids.append(p["worker"]["pid"])
+        else:
+            # recorded from a fresh process; the worker's attempt kept beside it
+            assert p["mode"] == "process" and p["worker_attempt"]["status"] == expect[op], (op, p)
+            assert (out / "ops" / op / "worker.log").is_file()
+            assert faults.runs(op) == 2  # once in the worker, once fresh
+    # every fault cost its worker: the ok op after it ran in a new one, as its first op
+    assert len(set(pids)) == 4, pids
+    for op in ("ok_b", "ok_c", "ok_d"):
+        assert phases(out, op)["worker"]["op_index"] == 1
+    assert "timed out after 4 s" in rows["hang"]["error"]
+    faults.assert_no_leftovers()
+
+
+def test_runner_killed_while_its_workers_run_then_resumed(faults):
+    out = faults.tmp / "run"
+    ops = [f"ok_{c}" for c in "abcdefgh"]
+    args = ["--ops", ",".join(ops), "--devices", "0,1", "--isolation", "worker", "--timeout", "60", "--grace", "0.5"]
+    env = {"FAULTS_OP_SLEEP": "1.5"}
+    proc = faults.popen(out, *args, env=env)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (out / "ops" / "ok_c" / "run.log").exists() \
+            and not (out / "ops" / "ok_d" / "run.log").exists():
+        time.sleep(0.05)
+    time.sleep(0.5)  # mid-op: the workers sleep inside their ops
+    workers = [p for p in faults.tagged() if p != proc.pid]
+    assert workers, "no worker was running when the runner was killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    res = faults.run(out, *args, env=env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert not [p for p in workers if p in faults.tagged()], "a worker of the killed runner outlived it into the resume"
+    rows = status_rows(out)  # asserts no duplicate rows
+    assert set(rows) == set(ops) and all(r["status"] == "passed" for r in rows.values())
+    for op in ops:
+        assert (out / "ops" / op / ".complete").is_file()
+    faults.assert_no_leftovers()
+
+
+HYGIENE = r"""
+import json, logging, os, random, sys
+sys.path.insert(0, sys.argv[1])
+import torch
+from opscreen.child import worker
+base = worker.Baseline("", [], "cpu")
+fresh = {"dtype": str(torch.get_default_dtype()), "grad": torch.is_grad_enabled(), "draw": torch.rand(3).tolist()}
+torch.manual_seed(base.torch["seed"])
+fresh["draw"] = torch.rand(3).tolist()
+torch.set_default_dtype(torch.float64)
+torch.set_grad_enabled(False)
+torch.manual_seed(1234)
+logging.getLogger("some.suite").addHandler(logging.NullHandler())
+sys.path.append("/left/behind")
+report = worker.hygiene(base)
+after = {"dtype": str(torch.get_default_dtype()), "grad": torch.is_grad_enabled(), "draw": torch.rand(3).tolist()}
+print(json.dumps({"fresh": fresh, "after": after, "report": report,
+                  "handlers": len(logging.getLogger("some.suite").handlers), "path": "/left/behind" in sys.path}))
+"""
+
+
+def test_hygiene_restores_torch_state_logging_and_path():
+    """Between ops the worker puts torch back as a fresh process has it (default dtype,
+    grad mode, the generator's start seed), and drops handlers and path entries."""
+    res = subprocess.run([sys.executable, "-c", HYGIENE, str(ROOT / "src")], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    got = json.loads(res.stdout.strip().splitlines()[-1])
+    assert got["after"] == got["fresh"]
+    assert got["handlers"] == 0 and got["path"] is False
+    assert got["report"]["rss_mb"] > 0
