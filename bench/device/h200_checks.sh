@@ -19,13 +19,14 @@
 #   bash bench/device/h200_checks.sh processes   # many processes per op (mm, sum, layer_norm, softmax) for bench/estimators.py
 #   bash bench/device/h200_checks.sh rest        # test_mm with samples back to back vs OPSCREEN_REST_RATIO=1, clocks logged
 #   bash bench/device/h200_checks.sh sample      # SEED/N_OPS random inventory ops, defaults, every GPU; resumes .fg/run
+#   bash bench/device/h200_checks.sh workers     # SEED/N_OPS random ops, --no-steal: --isolation worker, then op; resumes .fg/wk, .fg/op
 #
 # The FlagGems copy is an archive of ed2508b (not a checkout): OPSCREEN_SUITE_COMMIT declares it.
 #
 # Everything lands in $OUT (the device tool brings back at most 8 files, so each step
 # leaves one tarball and prints its figures last). Budget each step under 9 minutes.
 set -u
-step="${1:?usage: h200_checks.sh inventory|mm|fallback|aa|screen|lanes|mm-split|l2|repeats|placement|repeats3|run-aa|mm-repeats|processes|rest|sample}"
+step="${1:?usage: h200_checks.sh inventory|mm|fallback|aa|screen|lanes|mm-split|l2|repeats|placement|repeats3|run-aa|mm-repeats|processes|rest|sample|workers}"
 cd "$(dirname "$0")/../.."
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH="/tmp/site:$PWD/src" FLAGGEMS_ROOT="$PWD/.fg/FlagGems" PYTHONUNBUFFERED=1
@@ -312,6 +313,27 @@ PY
         --timeout 300 --out "$W/run" --plain > "$W/run.console" 2>&1
     echo "run rc=$?"; tail -4 "$W/run.console"
     python3 -m opscreen summary "$W/run" | tail -25; python3 -m opscreen report "$W/run"
+    ;;
+  workers)
+    # Issue 16: the same random ops (seed SEED, N ops) on every GPU with --no-steal (each op on the
+    # same GPU both times): first in warm workers, then a fresh process per op. Carried run dirs
+    # .fg/wk and .fg/op are resumed (a pair longer than one call); bench/worker_ab.py compares them.
+    seed="${SEED:-20261201}"; n_ops="${N_OPS:-40}"
+    for m in wk op; do [ -d ".fg/$m" ] && cp -r ".fg/$m" "$W/$m"; done
+    python3 - "$seed" "$n_ops" > "$W/sample.txt" <<'PY'
+import random, sys, yaml
+inv = yaml.safe_load(open("ops/flaggems-inventory.yaml"))
+print("\n".join(random.Random(int(sys.argv[1])).sample(sorted(inv["ops"]), int(sys.argv[2]))))
+PY
+    echo "seed $seed: $(tr '\n' ' ' < "$W/sample.txt")"
+    for m in wk op; do
+      iso=worker; [ "$m" = op ] && iso=op
+      [ "$(left)" -gt 20 ] || break
+      timeout -s INT "$(left)" python3 -m opscreen run --backend cuda --devices all --no-steal --isolation "$iso" \
+          --ops-file "$W/sample.txt" --timeout 300 --out "$W/$m" --plain >> "$W/$m.console" 2>&1
+      echo "$m rc=$?"; grep -E "fresh process|could not start" "$W/$m.console" | tail -5; tail -3 "$W/$m.console"
+    done
+    python3 bench/worker_ab.py "$W/wk" "$W/op" --json "$W/worker_ab.json"
     ;;
   *) echo "unknown step $step" >&2; exit 2 ;;
 esac

@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Warm workers against a fresh process per op: speed and A/A, from two run dirs.
+
+    python bench/worker_ab.py RUN_WORKER RUN_OP [--corpus 1054] [--json out.json]
+
+RUN_WORKER and RUN_OP are two ``opscreen run`` dirs of the same ops on the same
+devices (``--isolation worker`` and ``--isolation op``, ``--no-steal`` so that every op
+runs on the same device in both). Prints:
+
+- speed: op walls (median, mean, p90, sum) of each run, the ratio of the sums, and
+  the full corpus's GPU-hours extrapolated from each run's mean op wall;
+- where the time went: the sums of the phases in each (start+imports, collection,
+  measurement, teardown), the workers' import time, how many workers ran and why;
+- workers: resident memory after each op (first, max, growth per op), device memory
+  still allocated after the hygiene, hygiene time;
+- A/A: per-case |speedup_worker / speedup_op - 1| over the rows both runs measured
+  on the same device with the same timer, split by timer (graph rows, fallback
+  rows): median, p90, max.
+
+Standard library and opscreen's results layer only (no torch).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+
+from opscreen.results.parse import parse_record_log  # noqa: E402
+
+
+def pct(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
+
+
+def load(run: Path) -> dict[str, dict]:
+    ops = {}
+    for res in sorted((run / "ops").glob("*/result.json")):
+        d = json.loads(res.read_text())
+        if (res.parent / ".complete").is_file():
+            ops[d["op"]] = d
+    return ops
+
+
+def speed(ops: dict[str, dict]) -> dict:
+    walls = [float(d.get("duration_s") or 0) for d in ops.values()]
+    out = {"ops": len(walls), "passed": sum(d["status"] == "passed" for d in ops.values())}
+    if walls:
+        out.update(median=statistics.median(walls), mean=statistics.fmean(walls), p90=pct(walls, 0.9), sum=sum(walls))
+    phases: dict[str, float] = {}
+    workers: dict[int, float] = {}
+    for d in ops.values():
+        for k, v in (d.get("phases") or {}).items():
+            if isinstance(v, (int, float)):
+                phases[k] = phases.get(k, 0.0) + v
+        w = (d.get("phases") or {}).get("worker")
+        if w and w.get("pid") is not None:
+            workers[w["pid"]] = w.get("imports_s") or 0.0
+    out["phases"] = {k: round(v, 1) for k, v in phases.items()}
+    out["workers"] = len(workers)
+    out["worker_imports_s"] = round(sum(workers.values()), 1)
+    out["fresh_reruns"] = sum(1 for d in ops.values() if (d.get("phases") or {}).get("worker_attempt"))
+    return out
+
+
+def memory(ops: dict[str, dict]) -> dict:
+    by_worker: dict[int, list[tuple[int, dict]]] = {}
+    for d in ops.values():
+        w = (d.get("phases") or {}).get("worker")
+        if w and w.get("pid") is not None:
+            by_worker.setdefault(w["pid"], []).append((w.get("op_index") or 0, w))
+    rss = [w.get("rss_mb") for ws in by_worker.values() for _, w in ws if w.get("rss_mb")]
+    dev = [w.get("device_allocated_mb") for ws in by_worker.values() for _, w in ws if w.get("device_allocated_mb") is not None]
+    hyg = [w.get("hygiene_s") for ws in by_worker.values() for _, w in ws if w.get("hygiene_s") is not None]
+    growth = []
+    for ws in by_worker.values():
+        ws.sort(key=lambda t: t[0])
+        pts = [(i, w["rss_mb"]) for i, w in ws if w.get("rss_mb")]
+        if len(pts) >= 2 and pts[-1][0] > pts[0][0]:
+            growth.append((pts[-1][1] - pts[0][1]) / (pts[-1][0] - pts[0][0]))
+    return {"rss_mb_max": max(rss) if rss else None, "rss_mb_median": statistics.median(rss) if rss else None,
+            "rss_growth_mb_per_op": round(statistics.median(growth), 1) if growth else None,
+            "device_allocated_mb_max": max(dev) if dev else None,
+            "hygiene_s_median": statistics.median(hyg) if hyg else None,
+            "ops_per_worker_max": max((max(i for i, _ in ws) for ws in by_worker.values()), default=0)}
+
+
+def rows(run: Path, op: str) -> dict:
+    path = run / "ops" / op / "record.log"
+    if not path.is_file():
+        return {}
+    return {r.key: r for r in parse_record_log(path).rows if r.speedup}
+
+
+def aa(a_ops: dict, b_ops: dict, a: Path, b: Path) -> dict:
+    groups: dict[str, list[float]] = {}
+    for op in sorted(set(a_ops) & set(b_ops)):
+        if a_ops[op].get("device") != b_ops[op].get("device"):
+            continue
+        ra, rb = rows(a, op), rows(b, op)
+        for key in set(ra) & set(rb):
+            x, y = ra[key], rb[key]
+            timer = x.lib_timer or "?"
+            if timer != y.lib_timer or x.torch_timer != y.torch_timer:
+                groups.setdefault("timer differs", []).append(abs(x.speedup / y.speedup - 1))
+                continue
+            group = "graph" if timer == "graph" and x.torch_timer == "graph" else timer
+            groups.setdefault(group, []).append(abs(x.speedup / y.speedup - 1))
+    return {g: {"rows": len(v), "median_pct": 100 * statistics.median(v), "p90_pct": 100 * pct(v, 0.9),
+                "max_pct": 100 * max(v)} for g, v in sorted(groups.items())}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("worker_run", type=Path)
+    ap.add_argument("op_run", type=Path)
+    ap.add_argument("--corpus", type=int, default=1054, help="ops in the full corpus (default 1054)")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args(argv)
+    a_ops, b_ops = load(args.worker_run), load(args.op_run)
+    common = set(a_ops) & set(b_ops)
+    report = {"common_ops": len(common),
+              "worker": speed({o: a_ops[o] for o in common}), "op": speed({o: b_ops[o] for o in common}),
+              "memory": memory(a_ops), "aa": aa(a_ops, b_ops, args.worker_run, args.op_run)}
+    w, o = report["worker"], report["op"]
+    if w.get("sum") and o.get("sum"):
+        report["sum_ratio_op_over_worker"] = o["sum"] / w["sum"]
+        report["corpus_gpu_hours"] = {k: report[k]["mean"] * args.corpus / 3600 for k in ("worker", "op")}
+    for mode in ("worker", "op"):
+        s = report[mode]
+        print(f"{mode:6s}: {s['ops']} ops ({s['passed']} passed), op wall median {s.get('median', 0):.1f} s, "
+              f"mean {s.get('mean', 0):.1f}, p90 {s.get('p90', 0):.1f}, sum {s.get('sum', 0):.0f} s; "
+              f"workers {s['workers']} (imports {s['worker_imports_s']} s), fresh re-runs {s['fresh_reruns']}")
+        print(f"        phases: {s['phases']}")
+    if "sum_ratio_op_over_worker" in report:
+        g = report["corpus_gpu_hours"]
+        print(f"sum of op walls: op / worker = {report['sum_ratio_op_over_worker']:.2f}x; "
+              f"full corpus ({args.corpus} ops): {g['worker']:.1f} GPU-h in worker mode, {g['op']:.1f} in op mode")
+    print(f"memory: {report['memory']}")
+    for group, s in report["aa"].items():
+        print(f"A/A {group:22s} rows {s['rows']:4d} |d speedup| median {s['median_pct']:.3f} % "
+              f"p90 {s['p90_pct']:.3f} % max {s['max_pct']:.3f} %")
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
