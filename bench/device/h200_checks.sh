@@ -319,21 +319,23 @@ PY
     # same GPU both times): first in warm workers, then a fresh process per op. Carried run dirs
     # .fg/wk and .fg/op are resumed (a pair longer than one call); bench/worker_ab.py compares them.
     seed="${SEED:-20261201}"; n_ops="${N_OPS:-40}"
-    for m in wk op; do [ -d ".fg/$m" ] && cp -r ".fg/$m" "$W/$m"; done
+    modes="${MODES:-wk op}"  # wk: --isolation worker; op, op2: --isolation op (op2 vs op is the op-vs-op A/A)
+    for m in $modes; do [ -d ".fg/$m" ] && cp -r ".fg/$m" "$W/$m"; done
     python3 - "$seed" "$n_ops" > "$W/sample.txt" <<'PY'
 import random, sys, yaml
 inv = yaml.safe_load(open("ops/flaggems-inventory.yaml"))
 print("\n".join(random.Random(int(sys.argv[1])).sample(sorted(inv["ops"]), int(sys.argv[2]))))
 PY
     echo "seed $seed: $(tr '\n' ' ' < "$W/sample.txt")"
-    for m in wk op; do
-      iso=worker; [ "$m" = op ] && iso=op
+    for m in $modes; do
+      iso=worker; [ "$m" != wk ] && iso=op
       [ "$(left)" -gt 20 ] || break
       timeout -s INT "$(left)" python3 -m opscreen run --backend cuda --devices all --no-steal --isolation "$iso" \
           --ops-file "$W/sample.txt" --timeout 300 --out "$W/$m" --plain >> "$W/$m.console" 2>&1
       echo "$m rc=$?"; grep -E "fresh process|could not start" "$W/$m.console" | tail -5; tail -3 "$W/$m.console"
     done
     python3 bench/worker_ab.py "$W/wk" "$W/op" --json "$W/worker_ab.json"
+    [ -d "$W/op2" ] && python3 bench/worker_ab.py "$W/op2" "$W/op" --json "$W/op_aa.json"
     ;;
   *) echo "unknown step $step" >&2; exit 2 ;;
 esac
