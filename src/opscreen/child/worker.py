@@ -143,7 +143,8 @@ def hygiene(base: Baseline) -> dict:
             np.random.seed()
         except Exception:
             pass
-    gc.collect()
+    if not memory:
+        gc.collect()
     return {"hygiene_s": round(time.monotonic() - t0, 3), "rss_mb": rss_mb(), **memory}
 
 
@@ -158,7 +159,7 @@ def _reset_torch(base: Baseline) -> dict:
         torch.manual_seed(base.torch["seed"])
     except Exception as exc:
         out["reset_error"] = f"{type(exc).__name__}: {exc}"[:200]
-    gc.collect()
+    gc.collect()  # the op's tensors, before the device's cache is emptied
     mod = getattr(torch, base.device_type, None) if base.device_type and base.device_type != "cpu" else None
     if mod is not None:
         try:
@@ -230,7 +231,17 @@ def main() -> None:
             rc = run_one(msg)
             ran = time.time() - started
             _announce(DONE, {"id": msg.get("id"), "rc": rc, "op_s": round(ran, 3), **hygiene(base)})
-    sys.exit(0)
+    # asked to exit, or the harness is gone: no finalizers (a second of torch teardown) to wait for
+    _announce_flush()
+    os._exit(0)
+
+
+def _announce_flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
 
 
 if __name__ == "__main__":

@@ -182,7 +182,7 @@ class Worker:
         self._drain(on_line)
         self._cleanup()
 
-    def _drain(self, on_line: Callable[[str], None] | None, bound: float = 10.0) -> None:
+    def _drain(self, on_line: Callable[[str], None] | None, bound: float = 10) -> None:
         deadline = time.monotonic() + bound
         ignored: list = []
         while time.monotonic() < deadline:
