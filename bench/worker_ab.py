@@ -99,11 +99,18 @@ def rows(run: Path, op: str) -> dict:
     return {r.key: r for r in parse_record_log(path).rows if r.speedup}
 
 
+SMALL_MS = 0.010  # a row whose faster side is under 10 us: a "small kernel"
+
+
 def aa(a_ops: dict, b_ops: dict, a: Path, b: Path) -> dict:
+    """Per-case |delta speedup| by timer, and the graph rows split by the op's place in its
+    worker (first, or later) and by kernel size (under SMALL_MS, or not)."""
     groups: dict[str, list[float]] = {}
     for op in sorted(set(a_ops) & set(b_ops)):
         if a_ops[op].get("device") != b_ops[op].get("device"):
             continue
+        index = ((a_ops[op].get("phases") or {}).get("worker") or {}).get("op_index")
+        place = "first op of a worker" if index == 1 else "later op of a worker" if index else "no worker"
         ra, rb = rows(a, op), rows(b, op)
         for key in set(ra) & set(rb):
             x, y = ra[key], rb[key]
@@ -112,7 +119,11 @@ def aa(a_ops: dict, b_ops: dict, a: Path, b: Path) -> dict:
                 groups.setdefault("timer differs", []).append(abs(x.speedup / y.speedup - 1))
                 continue
             group = "graph" if timer == "graph" and x.torch_timer == "graph" else timer
-            groups.setdefault(group, []).append(abs(x.speedup / y.speedup - 1))
+            d = abs(x.speedup / y.speedup - 1)
+            groups.setdefault(group, []).append(d)
+            if group == "graph" and y.torch_ms and y.lib_ms:
+                size = "<10us" if min(y.torch_ms, y.lib_ms) < SMALL_MS else ">=10us"
+                groups.setdefault(f"graph, {place}, {size}", []).append(d)
     return {g: {"rows": len(v), "median_pct": 100 * statistics.median(v), "p90_pct": 100 * pct(v, 0.9),
                 "max_pct": 100 * max(v)} for g, v in sorted(groups.items())}
 
@@ -145,7 +156,7 @@ def main(argv=None) -> int:
               f"full corpus ({args.corpus} ops): {g['worker']:.1f} GPU-h in worker mode, {g['op']:.1f} in op mode")
     print(f"memory: {report['memory']}")
     for group, s in report["aa"].items():
-        print(f"A/A {group:22s} rows {s['rows']:4d} |d speedup| median {s['median_pct']:.3f} % "
+        print(f"A/A {group:45s} rows {s['rows']:4d} |d speedup| median {s['median_pct']:.3f} % "
               f"p90 {s['p90_pct']:.3f} % max {s['max_pct']:.3f} %")
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))

@@ -96,6 +96,10 @@ def test_faults_in_the_middle_of_a_workers_queue(faults):
     for op in ("ok_b", "ok_c", "ok_d"):
         assert phases(out, op)["worker"]["op_index"] == 1
     assert "timed out after 4 s" in rows["hang"]["error"]
+    summary = subprocess.run([sys.executable, "-m", "opscreen", "summary", str(out)], env=faults.env,
+                             capture_output=True, text=True, timeout=120)
+    assert "4 ops ran in 4 warm workers" in summary.stdout, summary.stdout
+    assert "3 ran again fresh after they did not pass in a worker" in summary.stdout
     faults.assert_no_leftovers()
 
 

@@ -448,7 +448,26 @@ SLOWEST = 5
 def _phases(v: Any) -> dict | None:
     if not isinstance(v, dict):
         return None
-    return {k: _f(v.get(k)) for k, _ in PHASES}
+    out: dict = {k: _f(v.get(k)) for k, _ in PHASES}
+    out["mode"] = v.get("mode") if isinstance(v.get("mode"), str) else None
+    w = v.get("worker")
+    if isinstance(w, dict):
+        out["worker_pid"] = w.get("pid")
+        out["worker_imports_s"] = _f(w.get("imports_s"))
+    out["worker_attempt"] = v.get("worker_attempt", {}).get("status") if isinstance(v.get("worker_attempt"), dict) else None
+    return out
+
+
+def isolation_stats(timed: list) -> dict:
+    """How the ops ran: in warm workers (how many workers, their start and imports, paid
+    once each and shared by the ops after each worker's first) or in fresh processes, and
+    how many ops a worker failed and a fresh process ran again."""
+    ph = [o.phases or {} for o in timed]
+    workers = {p["worker_pid"]: p.get("worker_imports_s") or 0.0 for p in ph if p.get("mode") == "worker" and p.get("worker_pid")}
+    return {"in_workers": sum(1 for p in ph if p.get("mode") == "worker"),
+            "in_processes": sum(1 for p in ph if p.get("mode") == "process"),
+            "workers": len(workers), "worker_imports_s": round(sum(workers.values()), 3),
+            "fresh_reruns": sum(1 for p in ph if p.get("worker_attempt"))}
 
 
 def time_stats(ops: list[OpSummary]) -> dict | None:
@@ -467,6 +486,7 @@ def time_stats(ops: list[OpSummary]) -> dict | None:
     phases["other"] = {"s": other, "share": share(other)}
     slowest = sorted(timed, key=lambda o: (-(o.duration_s or 0.0), o.op))[:SLOWEST]
     return {"ops": len(timed), "with_phases": sum(1 for o in timed if o.phases), "wall_s": total, "phases": phases,
+            "isolation": isolation_stats(timed),
             "slowest": [{"op": o.op, "wall_s": o.duration_s, "status": o.status, **(o.phases or {})} for o in slowest]}
 
 
@@ -479,6 +499,11 @@ def format_time_stats(t: dict) -> list:
         p = t["phases"][key]
         tab.row(label, f"{p['s']:.1f}", _pct(p["share"]))
     lines.append(tab)
+    iso = t.get("isolation") or {}
+    if iso.get("in_workers"):
+        lines.append(f"{iso['in_workers']} ops ran in {iso['workers']} warm workers (their start and imports, "
+                     f"{iso['worker_imports_s']:.1f} s, count in each worker's first op), {iso['in_processes']} in fresh "
+                     f"processes; {iso['fresh_reruns']} ran again fresh after they did not pass in a worker")
     lines.append("slowest ops: " + ", ".join(f"{o['op']} {o['wall_s']:.1f} s" for o in t["slowest"]))
     return lines
 
