@@ -308,3 +308,39 @@ def test_a_hanging_rocm_smi_in_the_child_costs_it_no_more_than_the_timeout(cli, 
     calls = [line.split()[0] for line in pidfile.read_text().splitlines()]
     assert len(calls) >= 2, calls  # the harness's device listing and the child's driver query
     assert not [p for p in hung_pids(pidfile) if pid_alive(p)], "a hung rocm-smi outlived its timeout"
+
+
+# ---------------------------------------------------------------------------- vendor Triton timers
+
+
+def test_the_direct_timer_replaces_moore_threads_triton_do_bench(monkeypatch):
+    # FlagGems' benchmark calls triton.musa_testing.do_bench, not triton.testing's, when
+    # its device is musa (benchmark/performance_utils.py): the timing plugin must replace
+    # that one too, or a MUSA screen records untagged numbers from an unpatched timer.
+    import types
+
+    from opscreen.child import timing
+
+    seen = []
+
+    def musa_do_bench(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean"):
+        seen.append(return_mode)
+        fn()
+        return [0.25, 0.5, 0.75] if return_mode == "all" else 0.5
+
+    triton = types.ModuleType("triton")
+    musa_testing = types.ModuleType("triton.musa_testing")
+    musa_testing.do_bench = musa_do_bench
+    triton.musa_testing = musa_testing
+    monkeypatch.setitem(sys.modules, "triton", triton)
+    monkeypatch.setitem(sys.modules, "triton.musa_testing", musa_testing)
+    monkeypatch.delitem(sys.modules, "triton.testing", raising=False)
+    state = timing.TimingState()
+    state.configure({"timer": "direct", "device_type": "musa", "timing": {"patch_modules": []}}, environ={})
+    try:
+        assert "triton.musa_testing.do_bench" in state.install()
+        out = triton.musa_testing.do_bench(lambda: None, warmup=1, rep=1, return_mode="median")
+        assert (out.timer, float(out), out.samples) == ("direct", 0.5, 3) and seen == ["all"]
+    finally:
+        state.uninstall()
+    assert musa_testing.do_bench is musa_do_bench
