@@ -12,8 +12,10 @@ BACKEND = Backend(
     aliases={"mthreads": None, "moore": None, "mt": None},
     visible_env=("MUSA_VISIBLE_DEVICES",),
     capabilities=Capabilities(graph_capture=False, graph_api="torch.musa.MUSAGraph", device_events=True),
+    # ``GPU 0 : MTT S4000 (UUID : ...)``: spaces around both colons (docs/backends.md)
     cli_sources=(
-        CliSource(("mthreads-gmi", "-L"), parse_indexed_lines(r"^\s*GPU\s*(?P<index>\d+)\s*:\s*(?P<name>.+?)(?:\s*\(UUID:[^)]*\))?\s*$")),
+        CliSource(("mthreads-gmi", "-L"),
+                  parse_indexed_lines(r"^\s*GPU\s*(?P<index>\d+)\s*:\s*(?P<name>.+?)(?:\s*\(UUID\s*:[^)]*\))?\s*$")),
     ),
     torch_modules=("torch_musa",),
     device_nodes=("/dev/mtgpu*", "/dev/musa*"),

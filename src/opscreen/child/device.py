@@ -83,12 +83,10 @@ def probe(cfg: dict) -> dict:
         return out
     out["torch_version"] = torch.__version__
     out["runtime"] = {"cuda": getattr(torch.version, "cuda", None), "hip": getattr(torch.version, "hip", None)}
-    for mod in cfg.get("torch_modules") or []:
-        try:
-            importlib.import_module(mod)
-        except Exception as exc:
-            out["error"] = f"backend {cfg.get('backend')} needs the torch extension '{mod}', which failed to import: {exc}"
-            return out
+    if not import_extensions(cfg, out):
+        return out
+    # torch_musa sets torch.version.musa; a vendor that sets nothing leaves None
+    out["runtime"].setdefault(dtype, getattr(torch.version, dtype, None))
     backend = cfg.get("backend")
     if backend == "cuda" and out["runtime"]["hip"]:
         out["error"] = f"backend cuda but torch {torch.__version__} is a ROCm build: use --backend rocm"
@@ -126,6 +124,21 @@ def probe(cfg: dict) -> dict:
     except Exception as exc:
         out["error"] = f"device {ordinal} of torch.{dtype} is not usable: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
     return out
+
+
+def import_extensions(cfg: dict, out: dict) -> bool:
+    """Import the backend's torch extensions (``torch_modules``), recording each one's
+    version in ``out["extensions"]``; False (with ``out["error"]``) when one fails."""
+    out["extensions"] = {}
+    for mod in cfg.get("torch_modules") or []:
+        try:
+            module = importlib.import_module(mod)
+        except Exception as exc:
+            out["error"] = f"backend {cfg.get('backend')} needs the torch extension '{mod}', which failed to import: {exc}"
+            return False
+        version = getattr(module, "__version__", None)
+        out["extensions"][mod] = str(version) if version is not None else None
+    return True
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -12,14 +12,15 @@ from __future__ import annotations
 import math
 import os
 import platform
+import re
 import socket
-import subprocess
 import sys
 import time
 import pytest
 
 from .. import contracts
 from ..fsio import utcnow as _now
+from ..procgroup import run_capture
 from . import config as _config
 
 SCHEMA = contracts.RUN_IDENTITY.tag()
@@ -83,14 +84,25 @@ def _module_version(name: str):
     return str(v) if v is not None else _dist_version(name.replace("_", "-")) or _dist_version(name)
 
 
-def _cli_line(argv, timeout=5.0):
+def cli_timeout() -> float:
+    """Seconds a vendor CLI may take here: the harness's ``OPSCREEN_CLI_TIMEOUT``
+    (inherited; backends/base.py reads it for the device listing), default 5."""
     try:
-        res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if res.returncode != 0:
-        return None
-    lines = [ln.strip() for ln in res.stdout.splitlines() if ln.strip()]
+        return max(0.1, float(os.environ.get("OPSCREEN_CLI_TIMEOUT", "5")))
+    except ValueError:
+        return 5.0
+
+
+def _cli_output(argv, timeout=None):
+    """The stdout of a vendor CLI that exited 0, else None. It runs in its own process
+    group, killed as a group at the timeout: a hung CLI costs its timeout and leaves
+    no grandchild behind."""
+    res = run_capture(argv, timeout=cli_timeout() if timeout is None else timeout)
+    return res.stdout if res.ok else None
+
+
+def _cli_line(argv, timeout=None):
+    lines = [ln.strip() for ln in (_cli_output(argv, timeout) or "").splitlines() if ln.strip()]
     return lines[0] if lines else None
 
 
@@ -136,9 +148,9 @@ def driver_version(cfg: dict):
     backend = cfg.get("backend")
     if backend == "cuda":
         return _cli_line(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader", "-i", smi_selector()])
-    if backend == "rocm":
-        line = _cli_line(["rocm-smi", "--showdriverversion"])
-        return line
+    if backend == "rocm":  # "Driver version: 6.8.5" between rocm-smi's banners
+        m = re.search(r"^Driver version:\s*(\S+)", _cli_output(["rocm-smi", "--showdriverversion"]) or "", re.M)
+        return m.group(1) if m else None
     return None
 
 
@@ -146,7 +158,7 @@ def build(cfg: dict) -> dict:
     from .device import PROBE
 
     runtime = PROBE.get("runtime") or {}
-    runtime_version = runtime.get("hip") or runtime.get("cuda")
+    runtime_version = runtime.get("hip") or runtime.get(cfg.get("device_type")) or runtime.get("cuda")
     start = gpu_state(cfg, with_driver=True)  # one nvidia-smi call for the state and the driver
     driver = start.pop("driver_version", None) if start else driver_version(cfg)
     ident = {
@@ -168,6 +180,7 @@ def build(cfg: dict) -> dict:
         "driver_version": driver,
         "runtime_version": runtime_version,
         "torch_version": PROBE.get("torch_version") or _module_version("torch"),
+        "torch_extensions": PROBE.get("extensions"),
         "triton_version": _dist_version("triton"),
         "library": cfg.get("library"),
         "library_version": None,

@@ -2,7 +2,8 @@
 
 Loaded with ``-p opscreen.child.timing`` (after ``-p opscreen.child.graph`` when
 graph capture is planned). It replaces ``triton.testing.do_bench`` and
-``triton.testing.do_bench_cudagraph`` and the ``do_bench`` /
+``triton.testing.do_bench_cudagraph`` (and the vendor Triton timers FlagGems calls:
+``triton.musa_testing``, ``triton.backends.ascend.testing``) and the ``do_bench`` /
 ``do_bench_cudagraph`` globals of the suite's base module (``benchmark.base``;
 see ``timing.patch_modules``) with one measuring function, whose timer comes
 from the child config's ``timer`` (the harness already resolved ``auto``):
@@ -69,6 +70,8 @@ TRITON_TESTING = "triton.testing"
 BENCH_ATTRS = ("do_bench", "do_bench_cudagraph")
 # Ascend's Triton exposes its own event timer that FlagGems calls on that vendor.
 ASCEND_TESTING = "triton.backends.ascend.testing"
+# Moore Threads' Triton: FlagGems' benchmark calls triton.musa_testing.do_bench on musa.
+MUSA_TESTING = "triton.musa_testing"
 MAX_WARMUP_CALLS = 1_000_000
 SETTLE_TOLERANCE = 0.10  # warm-up: per-call time of two consecutive batches within 10 %
 SETTLE_BUDGET = 20.0  # warm-up: give up waiting to settle after 20 x warmup_ms (at least 20 ms) of calls
@@ -539,6 +542,8 @@ class TimingState:
             targets.append((TRITON_TESTING, BENCH_ATTRS))
         if ASCEND_TESTING in sys.modules:
             targets.append((ASCEND_TESTING, ("do_bench_npu",)))
+        if MUSA_TESTING in sys.modules:
+            targets.append((MUSA_TESTING, BENCH_ATTRS))
         for name in _config.timing_settings(self.cfg).get("patch_modules") or ():
             if name in sys.modules:
                 targets.append((name, BENCH_ATTRS))

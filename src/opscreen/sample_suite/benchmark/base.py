@@ -36,7 +36,9 @@ vendor_name = minigems.vendor_name
 
 
 def _synchronize():
-    """Wait for the device; the CPU executes synchronously."""
+    """Wait for the device (``torch.<device>.synchronize``); the CPU executes synchronously."""
+    if device != "cpu":
+        getattr(torch, device).synchronize()
 
 
 _OVERRUN = 3

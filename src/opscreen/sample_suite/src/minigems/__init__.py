@@ -5,7 +5,10 @@ below is an alternative implementation of a torch operator, written with other
 torch CPU ops, so that a screen does real work and the speedups differ from 1.
 
 Importing this module reads only the environment variable ``GEMS_VENDOR`` (the
-vendor name, default ``"cpu"``). It probes no device and runs no vendor CLI.
+vendor name, default ``"cpu"``). Like flag_gems it then works on that vendor's torch
+device (:data:`VENDOR_DEVICES`: ``musa`` for mthreads, ``npu`` for ascend, ...), after
+importing the vendor's torch extension where it has one, when torch has that device
+and it is available; else on the CPU. It runs no vendor CLI.
 """
 
 from __future__ import annotations
@@ -17,11 +20,41 @@ import torch
 
 __version__ = "0.1.0"
 
-device = "cpu"
+#: vendor -> (torch device type, torch extension to import first), as flag_gems'
+#: runtime/backend/_<vendor> packages declare them.
+VENDOR_DEVICES = {
+    "nvidia": ("cuda", None),
+    "amd": ("cuda", None),
+    "hygon": ("cuda", None),
+    "mthreads": ("musa", "torch_musa"),
+    "ascend": ("npu", "torch_npu"),
+    "cambricon": ("mlu", "torch_mlu"),
+}
+
+
+def _vendor_device(vendor: str) -> str:
+    """The torch device type ``vendor``'s devices have here; ``cpu`` when torch has none."""
+    dtype, extension = VENDOR_DEVICES.get(vendor, ("cpu", None))
+    if dtype == "cpu":
+        return "cpu"
+    if extension:
+        try:
+            __import__(extension)
+        except ImportError:
+            return "cpu"
+    module = getattr(torch, dtype, None)
+    try:
+        return dtype if module is not None and module.is_available() else "cpu"
+    except Exception:  # a device runtime that fails to initialise: stay on the CPU
+        return "cpu"
+
+
 vendor_name = os.environ.get("GEMS_VENDOR") or "cpu"
+device = _vendor_device(vendor_name)
 
 __all__ = [
     "__version__",
+    "VENDOR_DEVICES",
     "device",
     "vendor_name",
     "OPS",
