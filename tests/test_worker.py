@@ -158,3 +158,20 @@ def test_hygiene_restores_torch_state_logging_and_path():
     assert got["after"] == got["fresh"]
     assert got["handlers"] == 0 and got["path"] is False
     assert got["report"]["rss_mb"] > 0
+
+
+def test_op_repeats_share_one_worker_when_asked(faults):
+    """``opscreen op --repeats 3 --isolation worker``: the three runs share one warm worker
+    (and without the flag each is a fresh process, the default of ``opscreen op``)."""
+    for isolation, modes in (("worker", {"worker"}), ("auto", {"process"})):
+        out = faults.tmp / f"op-{isolation}"
+        env = {k: v for k, v in faults.env.items() if k != "OPSCREEN_ISOLATION"}
+        res = subprocess.run([sys.executable, "-m", "opscreen", "op", "ok_a", "--suite", str(faults.suite), "--backend", "cpu",
+                              "--repeats", "3", "--isolation", isolation, "--out", str(out)],
+                             env=env, capture_output=True, text=True, timeout=240)
+        assert res.returncode == 0, res.stdout + res.stderr
+        ph = [json.loads((out / "repeats" / str(k) / "result.json").read_text())["phases"] for k in (1, 2, 3)]
+        assert {p["mode"] for p in ph} == modes
+        if isolation == "worker":
+            assert len({p["worker"]["pid"] for p in ph}) == 1 and [p["worker"]["op_index"] for p in ph] == [1, 2, 3]
+    faults.assert_no_leftovers()

@@ -19,7 +19,8 @@ from ..errors import OpscreenError, UsageError, check_path, check_writable_dir, 
 from ..fsio import is_storage_error, write_error
 from ..op.preflight import check_interpreter, collect
 from ..op.request import OpRequest, StopRequest
-from ..op.run import run_op, shape_source
+from ..op.lane import LaneRunner
+from ..op.run import shape_source
 from ..providers.flaggems import NodeSpec, Suite, safe_dir_name
 from ._common import recorded_backend
 
@@ -117,11 +118,14 @@ def run(args) -> int:
 
     # SIGINT, SIGTERM and SIGHUP stop the op: its group killed, result.json "interrupted", exit 130
     with StopRequest() as stop:
+        lane = LaneRunner()  # --isolation worker with --repeats: the repeats share one warm worker
         try:
-            outcome = run_op(req, out, stop=stop, echo=echo)
+            outcome = lane.run(req, out, stop=stop, echo=echo)
         except OSError as exc:  # a full disk or quota under --out: the child was killed
             if not is_storage_error(exc):
                 raise
             raise OpscreenError(write_error(exc, out / "run.log")) from None
+        finally:
+            lane.close()
     echo(f"opscreen op: {req.op} {outcome.status}; results in {outcome.out_dir}\n")
     return outcome.exit_code
