@@ -335,13 +335,17 @@ def test_shard_splits_ops_without_overlap(faults):
     assert seen[0] | seen[1] == set(ops.split(","))
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["SIGTERM", "SIGINT", "SIGHUP"])
-def test_signal_stops_cleanly_and_resumes(faults, signum):
-    """SIGTERM / Ctrl-C / a closed terminal (SIGHUP) mid-run: children killed, exit 130, complete ops kept; a resume finishes."""
+@pytest.mark.parametrize("signum,isolation", [(signal.SIGTERM, "op"), (signal.SIGINT, "op"), (signal.SIGHUP, "op"),
+                                              (signal.SIGINT, "worker")],
+                         ids=["SIGTERM", "SIGINT", "SIGHUP", "SIGINT-worker"])
+def test_signal_stops_cleanly_and_resumes(faults, signum, isolation):
+    """SIGTERM / Ctrl-C / a closed terminal (SIGHUP) mid-run: children (warm workers too)
+    killed, exit 130, complete ops kept; a resume (with the recorded isolation) finishes."""
     out = faults.tmp / "run"
     ops = ",".join(f"ok_{c}" for c in "abcdef")
     env = {"FAULTS_OP_SLEEP": "30"}
-    proc = faults.popen(out, "--ops", ops, "--devices", "0,1", "--timeout", "60", "--grace", "1", env=env)
+    proc = faults.popen(out, "--ops", ops, "--devices", "0,1", "--timeout", "60", "--grace", "1", "--isolation", isolation,
+                        env=env)
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and sum(faults.runs(f"ok_{c}") for c in "abcdef") < 2:
@@ -359,10 +363,12 @@ def test_signal_stops_cleanly_and_resumes(faults, signum):
     assert f"{signal.Signals(signum).name}: stopping" in stdout
     faults.assert_no_leftovers()
     assert not list((out / "ops").glob("*/.complete"))
-    res = faults.run(out, env={"FAULTS_OP_SLEEP": "0"})  # the same run dir: resume with recorded settings
+    res = faults.run(out, "--isolation", isolation, env={"FAULTS_OP_SLEEP": "0"})  # the same run dir: resume
     assert res.returncode == 0, res.stdout + res.stderr
     rows = status_rows(out)
     assert set(rows) == set(ops.split(",")) and all(r["status"] == "passed" for r in rows.values())
+    modes = {result(out, op)["phases"]["mode"] for op in rows}
+    assert modes == {"worker" if isolation == "worker" else "process"}
     faults.assert_no_leftovers()
 
 
