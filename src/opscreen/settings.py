@@ -34,7 +34,7 @@ from .errors import UsageError, check_given, check_path
 OP, RUN = "op", "run"
 BOTH = (OP, RUN)
 
-TIMERS = ("auto", "graph", "direct", "wallclock")
+TIMERS = ("auto", "graph", "profiler", "direct", "wallclock")
 SHAPE_MODES = ("upstream", "curated")
 MAX_REPEATS = 100
 CPU_ALL_SLOTS = 2  # --devices all on cpu: slots 0..min(CPU_ALL_SLOTS, cores)-1

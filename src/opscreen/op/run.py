@@ -25,7 +25,7 @@ from typing import Callable
 
 from .. import __version__
 from ..backends import Backend, all_visible_keys
-from ..child.config import ENV_CONFIG, ENV_SPAWNED_AT, EXIT_DEVICE_FATAL, FATAL_PREFIX, TIMING_DEFAULTS, TIMING_ENV, caliber, coerce_timing
+from ..child.config import ENV_CONFIG, ENV_SPAWNED_AT, EXIT_DEVICE_FATAL, FATAL_PREFIX, TIMING_CHOICES, TIMING_DEFAULTS, TIMING_ENV, caliber, coerce_timing
 from ..errors import UsageError
 from ..settings import BY_NAME as SETTINGS, SHAPE_MODES, kernel_caches
 from .. import contracts
@@ -462,9 +462,10 @@ def timing_overrides() -> dict:
             continue
         default = TIMING_DEFAULTS[name]
         try:
-            out[name] = int(raw) if type(default) is int else coerce_timing(default, raw)
-        except (TypeError, ValueError):
-            raise UsageError(f"{env_key}={raw!r} is not a valid {type(default).__name__}") from None
+            out[name] = int(raw) if type(default) is int else coerce_timing(default, raw, name)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"{env_key}={raw!r} is not valid: {exc}" if name in TIMING_CHOICES
+                             else f"{env_key}={raw!r} is not a valid {type(default).__name__}") from None
     return out
 
 
