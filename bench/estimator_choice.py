@@ -16,8 +16,12 @@ every process and reports:
 Estimators: ``median``, ``trimmed_mean`` (20 % cut at each end), ``mean``, ``min`` of
 the single-call samples, and ``median`` / ``trimmed_mean`` of samples of ``K`` calls
 (the mean of K consecutive calls: what a timer that times K calls at once records).
-The choice is the estimator with the lowest mean p90 over the ops (ties: the earlier
-in the list). Standard library in the analysis; torch in the collecting processes.
+The choice is the estimator with the lowest mean p90 over the ops; estimators within
+:data:`TIE` (relative) of the best tie, and the earliest of them in the list wins (the
+median first: the suite's own statistic, and the graph timer's). Collect under the
+conditions the timers run under: pinned and with capped threads (``--threads 1 --cpus
+N``, what ``--cpu-pinning auto`` gives a child). Standard library in the analysis;
+torch in the collecting processes. ``--out`` ending in ``.gz`` writes gzip.
 
     python bench/estimator_choice.py --processes 8 --threads 1 --cpus 1 --out bench/results/<date>-cpu-estimator.json
     python bench/estimator_choice.py --from bench/results/<date>-cpu-estimator.json
@@ -26,6 +30,7 @@ in the list). Standard library in the analysis; torch in the collecting processe
 from __future__ import annotations
 
 import argparse
+import gzip
 import itertools
 import json
 import math
@@ -40,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from opscreen.child.estimator import estimate, relative_halfwidth  # noqa: E402
 
 K = 8
+TIE = 0.10
 SINGLE = ("median", "trimmed_mean", "mean", "min")
 GROUPED = ("median", "trimmed_mean")
 
@@ -129,7 +135,8 @@ def analyse(data: dict) -> dict:
                               "ci_median": statistics.median(cis) if cis else None}
     names = list(next(iter(table.values())))
     mean_p90 = {est: statistics.fmean(table[op][est]["aa_p90"] for op in ops) for est in names}
-    choice = min(names, key=lambda e: (round(mean_p90[e], 6), names.index(e)))
+    best = min(mean_p90.values())
+    choice = next(e for e in names if mean_p90[e] <= best * (1 + TIE))
     return {"ops": table, "mean_p90": mean_p90, "choice": choice, "processes": len(procs)}
 
 
@@ -147,6 +154,11 @@ def report(res: dict) -> str:
     return "\n".join(lines)
 
 
+def load(path: str) -> dict:
+    raw = Path(path).read_bytes()
+    return json.loads(gzip.decompress(raw) if path.endswith(".gz") else raw)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--processes", type=int, default=8)
@@ -158,12 +170,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--from", dest="source", help="analyse a JSON written by --out instead of collecting")
     a = ap.parse_args(argv)
     if a.source:
-        data = json.loads(Path(a.source).read_text())
+        data = load(a.source)
     else:
         data = collect(a.processes, a.samples, a.python, a.threads, a.cpus)
     res = analyse(data)
     if a.out:
-        Path(a.out).write_text(json.dumps({**data, "analysis": res}, indent=1))
+        data["processes"] = [{op: [float(f"{x:.5g}") for x in xs] for op, xs in p.items()} for p in data["processes"]]
+        text = json.dumps({**data, "analysis": res}, separators=(",", ":"))
+        if a.out.endswith(".gz"):
+            Path(a.out).write_bytes(gzip.compress(text.encode(), mtime=0))
+        else:
+            Path(a.out).write_text(text)
     print(report(res))
     return 0
 

@@ -82,7 +82,8 @@ class TorchProfiler:
     def session(self, call: Callable[[], Any], n: int) -> dict:
         from torch.profiler import ProfilerActivity, profile, record_function
 
-        with profile(activities=[ProfilerActivity.CPU, self._activity()], record_shapes=False, with_stack=False) as prof:
+        activities = list(dict.fromkeys([ProfilerActivity.CPU, self._activity()]))
+        with profile(activities=activities, record_shapes=False, with_stack=False) as prof:
             for i in range(n):
                 with record_function(f"{kernel_trace.MARKER}{i}"):
                     call()
