@@ -35,6 +35,7 @@ OP, RUN = "op", "run"
 BOTH = (OP, RUN)
 
 TIMERS = ("auto", "graph", "profiler", "direct", "wallclock")
+CPU_PINNING = ("auto", "off")  # opscreen.backends.cpusets.PINNING
 SHAPE_MODES = ("upstream", "curated")
 MAX_REPEATS = 100
 CPU_ALL_SLOTS = 2  # --devices all on cpu: slots 0..min(CPU_ALL_SLOTS, cores)-1
@@ -136,6 +137,16 @@ def _at_least_zero(message: str) -> Callable[[Any, str], int]:
         if int(value) < 0:
             raise UsageError(message.format(name=name, value=value))
         return int(value)
+
+    return check
+
+
+def _choice(words: tuple[str, ...]) -> Callable[[Any, str], str]:
+    def check(value: Any, name: str) -> str:
+        v = str(value).strip().lower()
+        if v not in words:
+            raise UsageError(f"{name} {value!r}: use one of {', '.join(words)}")
+        return v
 
     return check
 
@@ -298,6 +309,10 @@ SETTINGS: tuple[Setting, ...] = (
             default=1800.0, check=check_timeout, key="timeout", argparse=_m(type=float)),
     Setting("grace", ("--grace",), "seconds between SIGTERM and SIGKILL of a child group (default {default:g})", default=10.0,
             check=check_grace, key="grace", argparse=_m(type=float)),
+    Setting("cpu_pinning", ("--cpu-pinning",), "auto (default, $OPSCREEN_CPU_PINNING): each lane's children on CPUs "
+            "of their own near their device, threads capped to them; off: where opscreen runs (docs/timing.md)",
+            default="auto", env="OPSCREEN_CPU_PINNING", env_commands=BOTH, check=_choice(CPU_PINNING), key="cpu_pinning",
+            argparse=_m(choices=CPU_PINNING), empty="give auto or off"),
     Setting("repeats", ("--repeats",), "processes per op, each fresh; >1 records per-case medians and the spread "
             "between processes (default {default}; docs/timing.md)", default=1, check=validate_repeats, caliber=True, key="repeats"),
     Setting("retries", ("--retries",), "extra attempts for a failed op, in fresh processes (default {default})", commands=(RUN,),

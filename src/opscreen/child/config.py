@@ -141,6 +141,9 @@ def caliber(settings: dict, device_name: Any = None) -> dict:
         "timing": settings.get("timing") or {},
         "timing_method": TIMING_METHOD if settings.get("timer") == "graph" else None,
         "repeats": int(settings.get("repeats") or 1),
+        # how the host side was kept quiet, and what a row reports of its samples (docs/timing.md)
+        "cpu_pinning": settings.get("cpu_pinning") or (settings.get("cpuset") or {}).get("pinning"),
+        "estimator": (settings.get("timing") or {}).get("estimator") or TIMING_DEFAULTS["estimator"],
     }
 
 

@@ -46,6 +46,7 @@ class Measurement:
     grace: float = S.default("grace")
     extra_args: list[str] = field(default_factory=lambda: S.default("extra_args"))
     repeats: int = S.default("repeats")  # processes per op; >1 merges their medians (op/repeats.py)
+    cpu_pinning: str = S.default("cpu_pinning")  # auto | off: the lanes' CPU sets (backends/cpusets.py)
     provenance: Mapping[str, str] = field(default_factory=dict, compare=False)  # setting -> where its value came from
     planned_timer: str = field(init=False, default="")  # the timer the children will use (op/plan.py)
 
@@ -63,6 +64,7 @@ class OpRequest(Measurement):
     device: int = S.default("device")
     color: bool = False
     env: Mapping[str, str] = field(default_factory=dict)  # extra environment for the child
+    cpuset: Any = None  # opscreen.backends.cpusets.CpuSet the child is pinned to (None: not pinned)
 
     def __post_init__(self) -> None:
         validated(self, S.OP)
