@@ -135,3 +135,14 @@ def test_repeats_merge_keeps_the_reason_and_the_median_host_latency(tmp_path):
     f16 = [r for r in parse_record_log(tmp_path / "record.log").rows if r.dtype == "float16"]
     assert f16 and all(r.repeats == 3 and r.lib_fallback.startswith("capture: capture-unsupported") for r in f16)
     assert all(math.isclose(r.lib_host_ms, 3 * r.lib_ms, rel_tol=1e-9) for r in f16)  # medians of the same scale
+
+
+def test_report_against_takes_max_band_like_compare(tmp_path):
+    a, b = _op_dir(tmp_path / "a"), _op_dir(tmp_path / "b", lib_scale=1.1)
+    assert main(["report", str(b), "--against", str(a)]) == 0
+    html = (b / "report.html").read_text()
+    assert f"Unresolved ({_n('bfloat16')} rows whose band is wider than ±5%" in html  # the direct-fallback rows
+    assert main(["report", str(b), "--against", str(a), "--max-band", "200", "--out", str(tmp_path / "wide.html")]) == 0
+    wide = (tmp_path / "wide.html").read_text()
+    assert "wider than ±200% is unresolved" in wide and "Unresolved (" not in wide
+    assert "unresolved: 0 ok rows" in wide  # the run's own rows, against the same --max-band
