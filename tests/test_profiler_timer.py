@@ -298,3 +298,11 @@ def test_the_gpu_check_script_builds_its_ops_and_parses_its_options():
         fn()
     res = subprocess.run([sys.executable, str(path), "--help"], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0 and "--processes" in res.stdout
+
+
+def test_the_childs_closing_summary_names_the_timer_that_took_over(monkeypatch):
+    st, mod = _state(monkeypatch, FakeProfiler())
+    mod.do_bench(marked(True), return_mode="median")
+    lines = st.summary_lines()
+    assert any("1 x graph-fallback:capture+profiler (capture-unsupported): CUDA error: operation not permitted" in line
+               for line in lines), lines

@@ -653,7 +653,7 @@ class TimingState:
                 state.local.depth -= 1
             state.counts[result.timer] += 1
             if result.fallback:
-                state.fallbacks.append(result.fallback)
+                state.fallbacks.append({**result.fallback, "timer": result.timer})
             return value
 
         timed_bench._opscreen_original = original
@@ -750,10 +750,13 @@ class TimingState:
         if not self.active or not (self.counts or self.fallbacks):
             return []
         lines = ["opscreen timing: " + ", ".join(f"{k}={v}" for k, v in sorted(self.counts.items()))]
-        by = Counter((f["phase"], f["kind"] or f["class"]) for f in self.fallbacks)
-        for (phase, kind), n in sorted(by.items()):
-            example = next(f["message"] for f in self.fallbacks if f["phase"] == phase and (f["kind"] or f["class"]) == kind)
-            lines.append(f"opscreen timing: {n} x graph-fallback:{phase} ({kind}): {example}")
+        def key(f: dict) -> tuple:
+            return f.get("timer") or FALLBACK_PREFIX + f["phase"], f["kind"] or f["class"]
+
+        by = Counter(key(f) for f in self.fallbacks)
+        for (timer, kind), n in sorted(by.items()):
+            example = next(f["message"] for f in self.fallbacks if key(f) == (timer, kind))
+            lines.append(f"opscreen timing: {n} x {timer} ({kind}): {example}")
         return lines
 
 
