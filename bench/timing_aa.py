@@ -52,7 +52,8 @@ from opscreen.results.summary import percentile  # noqa: E402  (the same p90 as 
 MAIN_OPS = ("add", "softmax", "sum", "abs", "layer_norm", "mm")
 FALLBACK_OPS = ("nonzero", "masked_select", "isin", "bincount", "mode", "unique_consecutive")
 SCHEMA = "opscreen.bench.timing_aa/1"
-FALLBACK_LINE = re.compile(r"opscreen timing: (\d+) x graph-fallback:(\w+) \(([^)]*)\): (.*)$")
+# "... x graph-fallback:capture (kind): ..." (timed directly) or "... x graph-fallback:capture+profiler (kind): ..."
+FALLBACK_LINE = re.compile(r"opscreen timing: (\d+) x graph-fallback:(\w+(?:\+profiler)?) \(([^)]*)\): (.*)$")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 

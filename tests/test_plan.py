@@ -4,7 +4,8 @@ import pytest
 
 from opscreen.backends import resolve, select
 from opscreen.errors import UsageError
-from opscreen.op.plan import CUDA_GUARD, DEVICE, GRAPH, IDENTITY, REPORT, TIMING, planned_timer, plugin_plan, pytest_args
+from opscreen.op.plan import (CUDA_GUARD, DEVICE, GRAPH, IDENTITY, PROFILER, REPORT, TIMING, planned_timer, plugin_plan,
+                              pytest_args)
 
 
 def modules(name, timer="auto", caps=None):
@@ -12,8 +13,17 @@ def modules(name, timer="auto", caps=None):
     return [p.module for p in plugin_plan(b, timer)]
 
 
-def test_cuda_plan_has_graph_and_cuda_guard():
-    assert modules("nvidia") == [DEVICE, IDENTITY, REPORT, GRAPH, TIMING, CUDA_GUARD]
+def test_cuda_plan_has_graph_profiler_and_cuda_guard():
+    assert modules("nvidia") == [DEVICE, IDENTITY, REPORT, GRAPH, PROFILER, TIMING, CUDA_GUARD]
+
+
+def test_profiler_timer_is_planned_where_the_backend_declares_a_device_profiler():
+    assert modules("cuda", timer="profiler") == [DEVICE, IDENTITY, REPORT, PROFILER, TIMING, CUDA_GUARD]
+    assert PROFILER in modules("rocm", timer="profiler") and GRAPH not in modules("rocm", timer="profiler")
+    assert PROFILER not in modules("rocm") and PROFILER not in modules("cuda", timer="direct")
+    with pytest.raises(UsageError, match="device_profiler"):
+        planned_timer(resolve("musa"), "profiler")
+    assert PROFILER in modules("musa", timer="profiler", caps=["device_profiler=on"])
 
 
 @pytest.mark.parametrize("name", ["rocm", "hygon", "musa", "ascend", "mlu", "cpu"])

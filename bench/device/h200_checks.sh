@@ -20,13 +20,14 @@
 #   bash bench/device/h200_checks.sh rest        # test_mm with samples back to back vs OPSCREEN_REST_RATIO=1, clocks logged
 #   bash bench/device/h200_checks.sh sample      # SEED/N_OPS random inventory ops, defaults, every GPU; resumes .fg/run
 #   bash bench/device/h200_checks.sh workers     # SEED/N_OPS random ops, --no-steal: --isolation worker, then op; resumes .fg/wk, .fg/op
+#   bash bench/device/h200_checks.sh profiler    # issue 18: profiler vs graph vs direct (3 processes), A/A of uncapturable ops
 #
 # The FlagGems copy is an archive of ed2508b (not a checkout): OPSCREEN_SUITE_COMMIT declares it.
 #
 # Everything lands in $OUT (the device tool brings back at most 8 files, so each step
 # leaves one tarball and prints its figures last). Budget each step under 9 minutes.
 set -u
-step="${1:?usage: h200_checks.sh inventory|mm|fallback|aa|screen|lanes|mm-split|l2|repeats|placement|repeats3|run-aa|mm-repeats|processes|rest|sample|workers}"
+step="${1:?usage: h200_checks.sh inventory|mm|fallback|aa|screen|lanes|mm-split|l2|repeats|placement|repeats3|run-aa|mm-repeats|processes|rest|sample|workers|profiler}"
 cd "$(dirname "$0")/../.."
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH="/tmp/site:$PWD/src" FLAGGEMS_ROOT="$PWD/.fg/FlagGems" PYTHONUNBUFFERED=1
@@ -42,6 +43,15 @@ case "$step" in
   mm)
     python3 -m opscreen op mm --backend cuda --out "$W/mm" --timeout "$(left)" > "$W/mm.console" 2>&1
     echo "mm rc=$?"; grep -E "^\[opscreen\] result|timing:" "$W/mm/run.log" | tail -4
+    ;;
+  profiler)
+    # torch ops side by side in 3 fresh processes, then an A/A (2 runs each, main group) of the
+    # issue-18 ops whose capture fails: target p90 <= 5 %, max <= 15 % on their (profiler) rows
+    timeout -s INT 240 python3 bench/device/profiler_check.py --processes 3 --json "$OUT/profiler_check.json" 2>&1 | tail -45
+    OPS=${OPS:-fake_quantize_per_channel_affine_cachemask,index_add_,nll_loss_backward,reshape_and_cache,to_copy,repeat_interleave_tensor}
+    python3 bench/timing_aa.py --suite "$FLAGGEMS_ROOT" --out "$OUT/aa-profiler.json" --work "$W/aa" --device 0 \
+        --ops "$OPS" --fallback-ops '' --runs 2 --deadline "$(left)" 2>&1 | tail -40
+    grep -h "opscreen timing:" "$W"/aa/*/run.log "$W"/aa/*/*/run.log 2>/dev/null | sort | uniq -c | sort -rn | head -20
     ;;
   fallback)
     for op in mode masked_select isin unique_consecutive nonzero bincount; do

@@ -74,6 +74,18 @@ def kill_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
         pass
 
 
+def set_affinity(pid: int, cpus: Sequence[int] | None) -> bool:
+    """Pin process ``pid`` (its main thread, hence every thread and process it starts
+    later) to ``cpus``; False when it cannot be (gone, CPUs not allowed, not Linux)."""
+    if not cpus or not hasattr(os, "sched_setaffinity"):
+        return False
+    try:
+        os.sched_setaffinity(pid, set(cpus))
+        return True
+    except OSError:
+        return False
+
+
 def popen_group(
     argv: Sequence[str],
     *,
@@ -82,10 +94,13 @@ def popen_group(
     stdout=subprocess.PIPE,
     stderr=subprocess.PIPE,
     pass_fds: Sequence[int] = (),
+    cpus: Sequence[int] | None = None,
 ) -> subprocess.Popen:
     """Start ``argv`` in a new session (own process group) with stdin closed
-    (``pass_fds``: descriptors the child inherits, a warm worker's control pipe)."""
-    return subprocess.Popen(
+    (``pass_fds``: descriptors the child inherits, a warm worker's control pipe); with
+    ``cpus``, pinned to them right after the spawn, while the new interpreter is still
+    starting up single-threaded (no ``preexec_fn``: unsafe in a threaded harness)."""
+    proc = subprocess.Popen(
         list(argv),
         stdin=subprocess.DEVNULL,
         stdout=stdout,
@@ -95,6 +110,8 @@ def popen_group(
         start_new_session=True,
         pass_fds=tuple(pass_fds),
     )
+    set_affinity(proc.pid, cpus)
+    return proc
 
 
 def run_capture(

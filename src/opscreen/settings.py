@@ -34,7 +34,8 @@ from .errors import UsageError, check_given, check_path
 OP, RUN = "op", "run"
 BOTH = (OP, RUN)
 
-TIMERS = ("auto", "graph", "direct", "wallclock")
+TIMERS = ("auto", "graph", "profiler", "direct", "wallclock")
+CPU_PINNING = ("auto", "off")  # opscreen.backends.cpusets.PINNING
 ISOLATIONS = ("auto", "worker", "op")
 #: What ``--isolation auto`` means per command: a fresh process per op for both, until an A/A
 #: shows that a warm worker measures what a fresh process does (README "Isolation": on an H200
@@ -162,6 +163,16 @@ def _at_least_zero(message: str) -> Callable[[Any, str], int]:
         if int(value) < 0:
             raise UsageError(message.format(name=name, value=value))
         return int(value)
+
+    return check
+
+
+def _choice(words: tuple[str, ...]) -> Callable[[Any, str], str]:
+    def check(value: Any, name: str) -> str:
+        v = str(value).strip().lower()
+        if v not in words:
+            raise UsageError(f"{name} {value!r}: use one of {', '.join(words)}")
+        return v
 
     return check
 
@@ -324,6 +335,10 @@ SETTINGS: tuple[Setting, ...] = (
             default=1800.0, check=check_timeout, key="timeout", argparse=_m(type=float)),
     Setting("grace", ("--grace",), "seconds between SIGTERM and SIGKILL of a child group (default {default:g})", default=10.0,
             check=check_grace, key="grace", argparse=_m(type=float)),
+    Setting("cpu_pinning", ("--cpu-pinning",), "auto (default, $OPSCREEN_CPU_PINNING): each lane's children on CPUs "
+            "of their own near their device, threads capped to them; off: where opscreen runs (docs/timing.md)",
+            default="auto", env="OPSCREEN_CPU_PINNING", env_commands=BOTH, check=_choice(CPU_PINNING), key="cpu_pinning",
+            argparse=_m(choices=CPU_PINNING), empty="give auto or off"),
     Setting("repeats", ("--repeats",), "runs per op (each a fresh process, or one warm worker with --isolation "
             "worker); >1 records per-case medians and the spread between runs (default {default}; docs/timing.md)", default=1, check=validate_repeats, caliber=True, key="repeats"),
     Setting("isolation", ("--isolation",), {

@@ -28,6 +28,8 @@ class Capabilities:
     l2_flush: the timer may flush the L2 cache between samples.
     cuda_workarounds: CUDA-only workaround plugins are planned (NVIDIA only).
     slots: device indices are parallel slots on the host, not accelerators.
+    device_profiler: torch.profiler records the device's kernels (CUPTI, roctracer):
+        the profiler timer can time what graph capture cannot.
     """
 
     graph_capture: bool = False
@@ -36,6 +38,7 @@ class Capabilities:
     l2_flush: bool = False
     cuda_workarounds: bool = False
     slots: bool = False
+    device_profiler: bool = False
 
     def as_dict(self) -> dict:
         return {
@@ -45,6 +48,7 @@ class Capabilities:
             "l2_flush": self.l2_flush,
             "cuda_workarounds": self.cuda_workarounds,
             "slots": self.slots,
+            "device_profiler": self.device_profiler,
         }
 
 

@@ -17,6 +17,7 @@ BACKEND = Backend(
         device_events=True,
         l2_flush=True,
         cuda_workarounds=True,
+        device_profiler=True,
     ),
     cli_sources=(
         CliSource(("nvidia-smi", "-L"), parse_indexed_lines(r"^GPU (?P<index>\d+): (?P<name>.+?)(?: \(UUID: [^)]*\))?\s*$")),

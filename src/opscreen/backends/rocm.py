@@ -30,7 +30,8 @@ BACKEND = Backend(
     aliases={"amd": "amd", "hip": None, "hygon": "hygon", "dcu": "hygon"},
     # HIP_VISIBLE_DEVICES, not ROCR_VISIBLE_DEVICES: README ("Visible devices") says why.
     visible_env=("HIP_VISIBLE_DEVICES",),
-    capabilities=Capabilities(graph_capture=False, graph_api="torch.cuda.CUDAGraph", device_events=True),
+    capabilities=Capabilities(graph_capture=False, graph_api="torch.cuda.CUDAGraph", device_events=True,
+                              device_profiler=True),
     cli_sources=(
         CliSource(("rocm-smi", "--showproductname"), parse_rocm_smi),
         CliSource(("amd-smi", "list"), parse_amd_smi_list),

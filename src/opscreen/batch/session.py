@@ -127,6 +127,7 @@ class BatchRunner:
         self._keys = 0
         self.identity: dict = {}
         self.sched: Scheduler | None = None
+        self._cpu_plan: dict | None = None
 
     # -- setup ---------------------------------------------------------------
     def _request(self, op: str, device: int, dtypes: list[str] | None):
@@ -141,7 +142,16 @@ class BatchRunner:
             device=device,
             **{**c.measure_settings(), "dtypes": list(dtypes) if dtypes else None},
             env={MARK_ENV: str(self.journal.root)},  # lets a restarted runner find leftovers
+            cpuset=self._cpusets().get(device),
         )
+
+    def _cpusets(self) -> dict:
+        """Each lane's CPU set, planned once per session (backends/cpusets.py)."""
+        if self._cpu_plan is None:
+            from ..backends.cpusets import plan
+
+            self._cpu_plan = plan(self.cfg.backend, list(self.cfg.devices), self.cfg.cpu_pinning)
+        return self._cpu_plan
 
     def _scan(self) -> tuple[dict[str, OpRecord], dict[str, str]]:
         """Resume: reset the ops to rerun, drop damaged markers, clear partial op dirs,

@@ -27,7 +27,7 @@ SCHEMA = contracts.CHILD_CONFIG.version
 EXIT_DEVICE_FATAL = 86
 FATAL_PREFIX = "OPSCREEN-FATAL:"
 
-TIMERS = ("graph", "direct", "wallclock")
+TIMERS = ("graph", "profiler", "direct", "wallclock")
 
 # Defaults of the ``timing`` dict (docs/contracts.md); the harness normally fills it.
 # Keys after ``l2_flush`` are optional refinements documented in docs/timing.md.
@@ -45,7 +45,14 @@ TIMING_DEFAULTS: dict[str, Any] = {
     "l2_flush_min_ms": 0.0,
     "rest_ratio": 1.0,
     "capture_error_mode": "thread_local",
+    "estimator": "median",
+    "profiler_fallback": True,
     "patch_modules": ["benchmark.base"],
+}
+# Knobs whose value is one of a few words.
+TIMING_CHOICES: dict[str, tuple[str, ...]] = {
+    "capture_error_mode": ("global", "thread_local", "relaxed"),
+    "estimator": ("median", "trimmed_mean", "mean", "min"),  # opscreen.child.estimator.ESTIMATORS
 }
 
 # Environment overrides of the timing dict: OPSCREEN_<NAME> -> key (type from the default).
@@ -63,6 +70,8 @@ TIMING_ENV = {
     "OPSCREEN_L2_FLUSH_MIN_MS": "l2_flush_min_ms",
     "OPSCREEN_REST_RATIO": "rest_ratio",
     "OPSCREEN_CAPTURE_ERROR_MODE": "capture_error_mode",
+    "OPSCREEN_ESTIMATOR": "estimator",
+    "OPSCREEN_PROFILER_FALLBACK": "profiler_fallback",
 }
 ENV_TIMER = "OPSCREEN_TIMER"
 
@@ -132,11 +141,20 @@ def caliber(settings: dict, device_name: Any = None) -> dict:
         "timing": settings.get("timing") or {},
         "timing_method": TIMING_METHOD if settings.get("timer") == "graph" else None,
         "repeats": int(settings.get("repeats") or 1),
+        # how the host side was kept quiet, and what a row reports of its samples (docs/timing.md)
+        "cpu_pinning": settings.get("cpu_pinning") or (settings.get("cpuset") or {}).get("pinning"),
+        "estimator": (settings.get("timing") or {}).get("estimator") or TIMING_DEFAULTS["estimator"],
     }
 
 
-def coerce_timing(default: Any, raw: Any) -> Any:
-    """``raw`` (from JSON or the environment) as the type of ``default``."""
+def coerce_timing(default: Any, raw: Any, key: str | None = None) -> Any:
+    """``raw`` (from JSON or the environment) as the type of ``default``; a knob named in
+    :data:`TIMING_CHOICES` (``key``) must be one of its words (ValueError otherwise)."""
+    if key in TIMING_CHOICES:
+        value = str(raw).strip()
+        if value not in TIMING_CHOICES[key]:
+            raise ValueError(f"{key} must be one of {', '.join(TIMING_CHOICES[key])}")
+        return value
     if isinstance(default, bool):
         if isinstance(raw, str):
             return raw.strip().lower() in ("1", "true", "yes", "on")
@@ -171,10 +189,10 @@ def timing_settings(cfg: dict | None = None, environ: dict | None = None) -> dic
             if raw is None:
                 continue
             try:
-                out[key] = coerce_timing(TIMING_DEFAULTS[key], raw)
+                out[key] = coerce_timing(TIMING_DEFAULTS[key], raw, key)
             except (TypeError, ValueError):
-                print(f"opscreen: ignoring timing {key}={raw!r} from {where}: not a {type(TIMING_DEFAULTS[key]).__name__}",
-                      file=sys.stderr)
+                what = "|".join(TIMING_CHOICES[key]) if key in TIMING_CHOICES else type(TIMING_DEFAULTS[key]).__name__
+                print(f"opscreen: ignoring timing {key}={raw!r} from {where}: not a {what}", file=sys.stderr)
     return out
 
 

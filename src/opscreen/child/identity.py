@@ -200,6 +200,7 @@ def build(cfg: dict) -> dict:
         "use_flagtune_cost_model": cfg.get("use_flagtune_cost_model"),
         "tuning_caches_at_start": dict(_CACHES_AT_START),
         "kernel_caches": kernel_caches_seen(cfg),
+        "cpu_affinity": cpu_affinity(cfg),
         "gpu_state": {"start": start, "end": None},
         "host": socket.gethostname(),
         "python": sys.version.split()[0],
@@ -211,6 +212,48 @@ def build(cfg: dict) -> dict:
         "argv": cfg.get("argv"),
     }
     return ident
+
+
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def _cpu_count(cpulist: str) -> int:
+    n = 0
+    for part in filter(None, (p.strip() for p in cpulist.split(","))):
+        a, _, b = part.partition("-")
+        n += int(b) - int(a) + 1 if b else 1
+    return n
+
+
+def cpu_affinity(cfg: dict, status_path: str = "/proc/self/status") -> dict:
+    """The CPUs this process may run on, as the kernel says (``Cpus_allowed_list``, else
+    ``os.sched_getaffinity``), its thread caps, and the plan the harness made
+    (``child_config.json`` ``cpuset``: pinning, cpus, numa_node)."""
+    seen, source = None, None
+    try:
+        with open(status_path, encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("Cpus_allowed_list:"):
+                    seen, source = line.split(":", 1)[1].strip(), "proc"
+                    break
+    except OSError:
+        pass
+    if seen is None and hasattr(os, "sched_getaffinity"):
+        cpus = sorted(os.sched_getaffinity(0))
+        seen, source = ",".join(map(str, cpus)), "sched_getaffinity"
+    torch = sys.modules.get("torch")
+    try:
+        torch_threads = int(torch.get_num_threads()) if torch is not None else None
+    except Exception:
+        torch_threads = None
+    return {
+        "cpus": seen,
+        "count": _cpu_count(seen) if seen else None,
+        "source": source,
+        "planned": cfg.get("cpuset"),
+        "threads": {k: os.environ[k] for k in THREAD_VARS if k in os.environ},
+        "torch_threads": torch_threads,
+    }
 
 
 def kernel_caches_seen(cfg: dict) -> dict | None:

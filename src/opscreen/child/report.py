@@ -6,7 +6,8 @@
   (``Timer``, ``Samples``, ``Noise(%)``) before ``Size Detail``, and folds inputs
   that are identical in every row into one legend line above the columns.
 * Extends ``to_json`` so every record-log row carries ``timer``, ``samples``,
-  ``rsd``, ``calls`` (and ``*_base`` for the torch side), and every entry the
+  ``rsd``, ``calls``, ``host_ms``, ``ci``, ``fallback``, ``graph_ms`` (and ``*_base``
+  for the torch side), and every entry the
   ``test_case`` (pytest node id) that measured it, as FlagGems' ``--record json`` names it.
 * Moves the suite's record log to the output directory as ``record.log``. The
   suite opens ``result_<args>.log`` relative to the current directory while it
@@ -17,6 +18,11 @@
   move fails on a full disk). Collection and the tests run in the suite root.
 Colours only when the harness says its own output is a terminal
 (``OPSCREEN_COLOR=1``): the child writes to a pipe, and run.log gets no ANSI codes.
+* Like with like: a row whose one side was graph-timed and whose other side fell
+  back (profiler or direct) is written with the graph side's figure from the other
+  side's timer, when the timing plugin measured one (``alt``): latency, speedup, GB/s
+  and TFLOPS follow, and ``graph_ms`` keeps the graph figure it replaced
+  (:func:`like_for_like`; the table and the record log agree).
 The format is specified in docs/contracts.md.
 """
 
@@ -31,7 +37,7 @@ import sys
 import pytest
 
 from . import config as _config
-from .timed_value import TAG_NAMES, tags_of
+from .timed_value import TAG_NAMES, TIMER_GRAPH, TimedFloat, tags_of, timer_method
 
 RECORD_LOGGER = "flag_gems_benchmark"
 _PATCHED: set = set()
@@ -90,7 +96,42 @@ def fold_inputs(details: list) -> tuple[list[tuple[int, str]], list]:
     return legend, rows
 
 
+def _scale(m, name: str, factor: float) -> None:
+    v = getattr(m, name, None)
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and v:
+        setattr(m, name, v * factor)
+
+
+def like_for_like(m) -> bool:
+    """Write row ``m`` with both sides of one timer where one side is graph-timed, the
+    other fell back, and the graph side carries an ``alt`` figure of the other's timer.
+    The suite's derived figures follow (speedup, and GB/s and TFLOPS, which are inverse
+    to the latency they came from). Idempotent; True when the row was changed."""
+    base, lib = getattr(m, "latency_base", None), getattr(m, "latency", None)
+    if getattr(m, "_opscreen_like", False) or not isinstance(base, TimedFloat) or not isinstance(lib, TimedFloat):
+        return False
+    mb, ml = timer_method(base.timer), timer_method(lib.timer)
+    if mb == ml:
+        return False
+    if mb == TIMER_GRAPH and base.alt is not None and timer_method(base.alt.timer) == ml and float(base.alt) > 0:
+        new_base, new_lib = base.alt.replacing(float(base)), lib
+        _scale(m, "gbps_base", float(base) / float(new_base))
+    elif ml == TIMER_GRAPH and lib.alt is not None and timer_method(lib.alt.timer) == mb and float(lib.alt) > 0:
+        new_base, new_lib = base, lib.alt.replacing(float(lib))
+        for name in ("gbps", "tflops"):
+            _scale(m, name, float(lib) / float(new_lib))
+    else:
+        return False
+    m.latency_base, m.latency = new_base, new_lib
+    if float(new_lib) > 0:
+        m.speedup = float(new_base) / float(new_lib)
+    m._opscreen_like = True
+    return True
+
+
 def format_result(res) -> str:
+    for m in res.result:
+        like_for_like(m)
     rows = list(res.result)
     first = rows[0] if rows else None
     has_tflops = bool(first is not None and first.tflops and first.tflops != 0.0)
@@ -148,6 +189,8 @@ def patch_consts(mod) -> bool:
     orig_to_json = cls.to_json
 
     def to_json(self) -> str:
+        for m in self.result:
+            like_for_like(m)
         data = json.loads(orig_to_json(self))
         for row, m in zip(data.get("result") or [], self.result):
             if isinstance(row, dict):

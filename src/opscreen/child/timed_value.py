@@ -5,8 +5,9 @@ samples unless the caller asked for another statistic) that also says how it
 was measured:
 
 ``timer``
-    ``graph``, ``graph-fallback:warmup``, ``graph-fallback:capture``,
-    ``graph-fallback:replay``, ``direct`` or ``wallclock``.
+    ``graph``, ``graph-fallback:<phase>`` (the graph failed in ``warmup``,
+    ``capture`` or ``replay``; timed directly), ``graph-fallback:<phase>+profiler``
+    (timed by the profiler instead), ``profiler``, ``direct`` or ``wallclock``.
 ``samples``
     how many samples the value summarises (None when the timer did not say).
 ``rsd``
@@ -14,6 +15,19 @@ was measured:
 ``calls``
     calls of the measured callable per sample (one graph replay or one timed
     loop; None when the timer did not say).
+``host_ms``
+    the profiler timer's host-inclusive latency (single calls between two device
+    synchronizations, median), beside its device figure; None for other timers.
+``ci``
+    the bootstrap 95 % interval half-width of the value, relative (a fraction).
+``fallback``
+    why the graph timer fell back: ``<phase>: <kind>: <the error's line>``.
+``graph_ms``
+    set by the report plugin when it replaced a graph figure by this side's figure
+    from the other side's timer (like with like): the graph figure it replaced.
+
+``alt`` (not a tag) holds the same callable timed by another method, when the timing
+plugin measured one for a row whose other side could not be graph-timed.
 
 Arithmetic on it gives plain floats, ``json.dumps`` writes the number,
 ``copy.deepcopy``/``dataclasses.asdict``/``pickle`` keep the tags.
@@ -32,27 +46,56 @@ from typing import Any, Optional
 TIMER_GRAPH = "graph"
 TIMER_DIRECT = "direct"
 TIMER_WALLCLOCK = "wallclock"
+TIMER_PROFILER = "profiler"
 FALLBACK_PREFIX = "graph-fallback:"
+PROFILER_SUFFIX = "+" + TIMER_PROFILER
 FALLBACK_PHASES = ("warmup", "capture", "replay")
-TIMER_NAMES = (TIMER_GRAPH, *(FALLBACK_PREFIX + p for p in FALLBACK_PHASES), TIMER_DIRECT, TIMER_WALLCLOCK)
+TIMER_NAMES = (TIMER_GRAPH, *(FALLBACK_PREFIX + p for p in FALLBACK_PHASES),
+               *(FALLBACK_PREFIX + p + PROFILER_SUFFIX for p in FALLBACK_PHASES), TIMER_PROFILER, TIMER_DIRECT,
+               TIMER_WALLCLOCK)
 # The tags a TimedFloat carries, in the order the record log writes them.
-TAG_NAMES = ("timer", "samples", "rsd", "calls")
+TAG_NAMES = ("timer", "samples", "rsd", "calls", "host_ms", "ci", "fallback", "graph_ms")
+
+
+def timer_method(timer: Optional[str]) -> Optional[str]:
+    """How a value was measured, whatever the tag says about why: ``graph``,
+    ``profiler``, ``direct`` or ``wallclock`` (a fallback tag -> the timer that timed it)."""
+    if not timer:
+        return None
+    if timer.startswith(FALLBACK_PREFIX):
+        return TIMER_PROFILER if timer.endswith(PROFILER_SUFFIX) else TIMER_DIRECT
+    return timer
+
+
+def fallback_phase(timer: Optional[str]) -> Optional[str]:
+    """``capture`` for ``graph-fallback:capture`` or ``graph-fallback:capture+profiler``; else None."""
+    if not timer or not timer.startswith(FALLBACK_PREFIX):
+        return None
+    phase = timer[len(FALLBACK_PREFIX):]
+    return phase[: -len(PROFILER_SUFFIX)] if phase.endswith(PROFILER_SUFFIX) else phase
 
 
 class TimedFloat(float):
-    """A latency in ms carrying ``timer``, ``samples``, ``rsd`` and ``calls``. Immutable like float."""
+    """A latency in ms carrying the :data:`TAG_NAMES` tags. Its number is immutable like a
+    float's; ``alt`` may be set after the fact (the timing plugin's like-with-like pairing)."""
 
     def __new__(cls, value: Any, timer: Optional[str] = None, samples: Optional[int] = None,
-                rsd: Optional[float] = None, calls: Optional[int] = None):
+                rsd: Optional[float] = None, calls: Optional[int] = None, host_ms: Optional[float] = None,
+                ci: Optional[float] = None, fallback: Optional[str] = None, graph_ms: Optional[float] = None):
         self = super().__new__(cls, value)
         self.timer = timer
         self.samples = None if samples is None else int(samples)
         self.rsd = None if rsd is None else float(rsd)
         self.calls = None if calls is None else int(calls)
+        self.host_ms = None if host_ms is None else float(host_ms)
+        self.ci = None if ci is None else float(ci)
+        self.fallback = fallback
+        self.graph_ms = None if graph_ms is None else float(graph_ms)
+        self.alt = None
         return self
 
     def __reduce__(self):
-        return (type(self), (float(self), self.timer, self.samples, self.rsd, self.calls))
+        return (type(self), (float(self), *(getattr(self, k) for k in TAG_NAMES)))
 
     def __deepcopy__(self, memo):
         return self
@@ -61,7 +104,11 @@ class TimedFloat(float):
         return self
 
     def with_timer(self, timer: str) -> "TimedFloat":
-        return TimedFloat(float(self), timer, self.samples, self.rsd, self.calls)
+        return TimedFloat(float(self), **{**self.tags(), "timer": timer})
+
+    def replacing(self, graph_ms: float) -> "TimedFloat":
+        """This value, recorded as the like-with-like replacement of a graph figure."""
+        return TimedFloat(float(self), **{**self.tags(), "graph_ms": graph_ms})
 
     def tags(self) -> dict:
         return tags_of(self)
@@ -71,7 +118,7 @@ class TimedFloat(float):
 
 
 def tags_of(value: Any) -> dict:
-    """``{"timer", "samples", "rsd", "calls"}`` of any value (all None for a plain number or None)."""
+    """The :data:`TAG_NAMES` of any value (all None for a plain number or None)."""
     return {key: getattr(value, key, None) for key in TAG_NAMES}
 
 
@@ -90,3 +137,25 @@ def register_graph_provider(provider: Any) -> None:
 def graph_provider() -> Any:
     """The registered graph provider, or None when the graph plugin is not loaded."""
     return _graph_provider
+
+
+class ProfilerUnavailable(RuntimeError):
+    """The profiler cannot time device kernels here (the message says why)."""
+
+
+# -- profiler provider registry (opscreen.child.profiler, loaded where planned) ---
+
+_profiler_provider: Any = None
+
+
+def register_profiler_provider(provider: Any) -> None:
+    """Called by ``opscreen.child.profiler`` at import. ``provider.measure(call, settings,
+    warm)`` returns a Result timed by the kernels' device time, or raises
+    ``ProfilerUnavailable``."""
+    global _profiler_provider
+    _profiler_provider = provider
+
+
+def profiler_provider() -> Any:
+    """The registered profiler provider, or None when the profiler plugin is not loaded."""
+    return _profiler_provider

@@ -14,6 +14,12 @@ from the child config's ``timer`` (the harness already resolved ``auto``):
     fails falls back to the direct timer, tagged ``graph-fallback:<phase>``
     (the machinery lives in ``opscreen.child.graph``; without that plugin the
     direct timer is used).
+``profiler``
+    the kernels' own device time per call from torch.profiler, with the
+    host-inclusive latency beside it (``opscreen.child.profiler``, loaded where
+    the backend declares ``device_profiler``). The graph timer's fallback uses it
+    instead of the direct timer where it sees device kernels, tagged
+    ``graph-fallback:<phase>+profiler``.
 ``direct``
     the suite's own ``do_bench`` (the function replaced), asked for all its
     samples so the value carries a sample count and noise.
@@ -33,7 +39,14 @@ patch again (idempotent) to catch modules the suite imported meanwhile;
 benchmarking inside a measured call) or a call with ``quantiles`` (the
 autotuners' signature; the suite never passes it) goes to the original.
 A device-fatal error seen by the replacement ends the process with status 86
-(``OPSCREEN-FATAL:`` line; see errors.py).
+(``OPSCREEN-FATAL:`` line; see errors.py). Python's garbage collector is off while
+a call is measured (collected just before).
+
+Like with like: when one side of a row (the suite measures torch's callable, then
+the library's, for each shape) is graph-timed and the other fell back, the
+graph-timed callable is timed again with the fallback's timer and the figure kept
+in its value's ``alt``; the report plugin then writes the row with both sides of
+one timer (child/report.py).
 
 Imports only the standard library and pytest at module level; torch lazily.
 Knobs and warm-up semantics: docs/timing.md.
@@ -41,7 +54,9 @@ Knobs and warm-up semantics: docs/timing.md.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import importlib
 import inspect
 import math
@@ -56,14 +71,20 @@ from typing import Any, Callable, Optional, Sequence
 import pytest
 
 from . import config as _config
+from . import estimator as _estimator
 from . import fatal as _errors
 from .timed_value import (
     FALLBACK_PREFIX,
+    PROFILER_SUFFIX,
     TIMER_DIRECT,
     TIMER_GRAPH,
+    TIMER_PROFILER,
     TIMER_WALLCLOCK,
+    ProfilerUnavailable,
     TimedFloat,
     graph_provider,
+    profiler_provider,
+    timer_method,
 )
 
 TRITON_TESTING = "triton.testing"
@@ -103,6 +124,11 @@ class Settings:
     # idle time between samples keeps it below the limit (docs/timing.md).
     rest_ratio: float = 1.0
     capture_error_mode: str = "thread_local"
+    # What the direct, wallclock and profiler timers report of their samples
+    # (opscreen.child.estimator; the graph timer keeps the median).
+    estimator: str = _estimator.DEFAULT
+    # Time a shape the graph timer cannot capture with the profiler, where it sees kernels.
+    profiler_fallback: bool = True
 
     @classmethod
     def from_config(cls, cfg: Optional[dict] = None, environ: Optional[dict] = None) -> "Settings":
@@ -125,12 +151,15 @@ class Settings:
             l2_flush_min_ms=max(0.0, float(self.l2_flush_min_ms)),
             rest_ratio=max(0.0, float(self.rest_ratio)),
             capture_error_mode=str(self.capture_error_mode),
+            estimator=self.estimator if self.estimator in _estimator.ESTIMATORS else _estimator.DEFAULT,
+            profiler_fallback=bool(self.profiler_fallback),
         )
 
     def describe(self) -> str:
         return (f"target_rsd={self.target_rsd:g} min_samples={self.min_samples} max_samples={self.max_samples} "
                 f"max_time_s={self.max_time_s:g} warmup_calls={self.warmup_calls} warmup_ms={self.warmup_ms:g} "
-                f"sample_ms={self.sample_ms:g} l2_flush={self._flush_words()} rest_ratio={self.rest_ratio:g}")
+                f"sample_ms={self.sample_ms:g} l2_flush={self._flush_words()} rest_ratio={self.rest_ratio:g} "
+                f"estimator={self.estimator}")
 
     def _flush_words(self) -> str:
         if not self.l2_flush:
@@ -303,7 +332,7 @@ class Result:
 
     def as_fallback(self, phase: str, verdict: "_errors.Verdict", error: BaseException) -> "Result":
         return Result(
-            FALLBACK_PREFIX + phase,
+            FALLBACK_PREFIX + phase + (PROFILER_SUFFIX if self.timer == TIMER_PROFILER else ""),
             self.stats,
             self.value,
             {"phase": phase, "class": verdict.cls, "kind": verdict.kind,
@@ -311,16 +340,29 @@ class Result:
             dict(self.extra),
         )
 
-    def output(self, return_mode: Optional[str] = "median"):
-        """What the replaced function returns: a TimedFloat, or a list for ``all``."""
+    def output(self, return_mode: Optional[str] = "median", estimator: str = _estimator.DEFAULT):
+        """What the replaced function returns: a TimedFloat, or a list for ``all``. A
+        caller asking for the median (the suite) gets ``estimator`` of the samples,
+        except from the graph timer (its samples are replays of many calls: the median)."""
+        tags = {"host_ms": self.extra.get("host_ms"), "fallback": self.fallback_text()}
         if self.stats is not None:
             if return_mode == "all":
                 return list(self.stats.values)
-            return TimedFloat(self.stats.statistic(return_mode), self.timer, self.stats.n, self.stats.rsd,
-                              self.calls())
+            if return_mode not in (None, "median"):
+                return TimedFloat(self.stats.statistic(return_mode), self.timer, self.stats.n, self.stats.rsd,
+                                  self.calls(), **tags)
+            est = _estimator.DEFAULT if self.timer == TIMER_GRAPH else estimator
+            values = self.stats.values
+            return TimedFloat(_estimator.estimate(values, est), self.timer, self.stats.n, self.stats.rsd, self.calls(),
+                              ci=_estimator.relative_halfwidth(values, est), **tags)
         if isinstance(self.value, (list, tuple)):
             return list(self.value)
-        return TimedFloat(self.value if self.value is not None else math.nan, self.timer, None, None)
+        return TimedFloat(self.value if self.value is not None else math.nan, self.timer, None, None, **tags)
+
+    def fallback_text(self) -> Optional[str]:
+        """``<phase>: <kind>: <the error's line>`` for a graph fallback (the row's ``fallback`` tag)."""
+        f = self.fallback
+        return f"{f['phase']}: {f['kind'] or f['class']}: {f['message']}" if f else None
 
     def calls(self) -> Optional[int]:
         """Calls of the measured callable per sample, where the timer said."""
@@ -507,6 +549,8 @@ class TimingState:
         self.counts: Counter = Counter()
         self.warned: set = set()
         self._sync = None
+        self.profiler_off: Optional[str] = None  # why the profiler cannot time this process's kernels
+        self.previous: Optional[tuple] = None  # (value, BenchCall, modname) of the last measurement
 
     # -- configuration
     def configure(self, cfg: dict, environ: Optional[dict] = None) -> None:
@@ -528,6 +572,9 @@ class TimingState:
         extra = ""
         if self.timer == TIMER_GRAPH:
             extra = " (graph plugin loaded)" if graph_provider() is not None else " (graph plugin NOT loaded: direct timer)"
+            extra += "; fallback: " + ("profiler where it sees kernels, else direct" if self._profiler_usable() else "direct")
+        elif self.timer == TIMER_PROFILER and profiler_provider() is None:
+            extra = " (profiler plugin NOT loaded: direct timer)"
         return f"opscreen timing: timer={self.timer}{extra} {self.settings.describe()}"
 
     # -- patching
@@ -600,7 +647,10 @@ class TimingState:
                 return original(fn, *args, **kwargs)
             state.local.depth = getattr(state.local, "depth", 0) + 1
             try:
-                result = state.measure(call, modname)
+                with gc_paused():
+                    result = state.measure(call, modname)
+                    value = result.output(call.return_mode, state.settings.estimator)
+                    state.pair(value, call, modname)
             except Exception as exc:
                 _errors.exit_if_fatal(exc)
                 raise
@@ -608,8 +658,8 @@ class TimingState:
                 state.local.depth -= 1
             state.counts[result.timer] += 1
             if result.fallback:
-                state.fallbacks.append(result.fallback)
-            return result.output(call.return_mode)
+                state.fallbacks.append({**result.fallback, "timer": result.timer})
+            return value
 
         timed_bench._opscreen_original = original
         timed_bench._opscreen_kind = kind
@@ -630,10 +680,71 @@ class TimingState:
             provider = graph_provider()
             if provider is not None:
                 return provider.measure(make_call(call.fn, call.grad_to_none), self.settings,
-                                        lambda: self.direct(call, modname))
+                                        lambda: self.fallback(call, modname))
             self._warn_once("no-graph", "opscreen timing: timer=graph but opscreen.child.graph is not loaded; "
                                         "timing directly")
+        if self.timer == TIMER_PROFILER:
+            if profiler_provider() is None:
+                self._warn_once("no-profiler", "opscreen timing: timer=profiler but opscreen.child.profiler is not "
+                                               "loaded; timing directly")
+            elif self._profiler_usable():
+                result = self.profile(call, warm=True)
+                if result is not None:
+                    return result
         return self.direct(call, modname)
+
+    # -- the profiler: graph fallback, and like with like
+    def _profiler_usable(self) -> bool:
+        return profiler_provider() is not None and self.profiler_off is None
+
+    def profile(self, call: BenchCall, warm: bool) -> Optional[Result]:
+        """The profiler's measurement of ``call``; None (and never again in this
+        process) when the profiler cannot see device kernels here."""
+        try:
+            return profiler_provider().measure(make_call(call.fn, call.grad_to_none), self.settings, warm)
+        except ProfilerUnavailable as exc:
+            self.profiler_off = str(exc)
+            self._warn_once("profiler-off", f"opscreen timing: profiler unavailable ({exc}); timing directly")
+            return None
+
+    def fallback(self, call: BenchCall, modname: str) -> Result:
+        """A shape the graph timer could not time: by the profiler where it sees the
+        device's kernels (and ``profiler_fallback`` is on), else directly."""
+        if self.settings.profiler_fallback and self._profiler_usable():
+            result = self.profile(call, warm=False)
+            if result is not None:
+                return result
+        return self.direct(call, modname)
+
+    def retime(self, call: BenchCall, modname: str, method: str) -> Optional[TimedFloat]:
+        """``call`` timed again by ``method`` (profiler or direct), for a like-with-like row."""
+        try:
+            result = self.profile(call, warm=False) if method == TIMER_PROFILER else self.direct(call, modname)
+        except Exception as exc:  # the row keeps its mixed timers; the measurement it pairs with stands
+            _errors.exit_if_fatal(exc)
+            print(f"opscreen timing: timing the other side again ({method}) failed: {_config.one_line(exc, 200)}",
+                  file=sys.stderr)
+            return None
+        value = result.output(call.return_mode, self.settings.estimator) if result is not None else None
+        return value if isinstance(value, TimedFloat) else None
+
+    def pair(self, value: Any, call: BenchCall, modname: str) -> None:
+        """Like with like: when this measurement and the one before (the other side of the
+        row, as the suite measures torch then the library per shape) differ in method and
+        one of them is the graph, time the graph one again with the other's method and keep
+        it as that value's ``alt``. A wrong guess (the previous value was another row's)
+        costs one measurement; the report plugin uses ``alt`` only for a row that needs it."""
+        prev, self.previous = self.previous, ((value, call, modname) if isinstance(value, TimedFloat) else None)
+        if prev is None or self.previous is None:
+            return
+        pvalue, pcall, pmod = prev
+        now, before = timer_method(value.timer), timer_method(pvalue.timer)
+        if now == before or TIMER_GRAPH not in (now, before):
+            return
+        if before == TIMER_GRAPH and pvalue.alt is None:
+            pvalue.alt = self.retime(pcall, pmod, now)
+        elif now == TIMER_GRAPH and value.alt is None:
+            value.alt = self.retime(call, modname, before)
 
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self.warned:
@@ -644,11 +755,28 @@ class TimingState:
         if not self.active or not (self.counts or self.fallbacks):
             return []
         lines = ["opscreen timing: " + ", ".join(f"{k}={v}" for k, v in sorted(self.counts.items()))]
-        by = Counter((f["phase"], f["kind"] or f["class"]) for f in self.fallbacks)
-        for (phase, kind), n in sorted(by.items()):
-            example = next(f["message"] for f in self.fallbacks if f["phase"] == phase and (f["kind"] or f["class"]) == kind)
-            lines.append(f"opscreen timing: {n} x graph-fallback:{phase} ({kind}): {example}")
+        def key(f: dict) -> tuple:
+            return f.get("timer") or FALLBACK_PREFIX + f["phase"], f["kind"] or f["class"]
+
+        by = Counter(key(f) for f in self.fallbacks)
+        for (timer, kind), n in sorted(by.items()):
+            example = next(f["message"] for f in self.fallbacks if key(f) == (timer, kind))
+            lines.append(f"opscreen timing: {n} x {timer} ({kind}): {example}")
         return lines
+
+
+@contextlib.contextmanager
+def gc_paused():
+    """Python's garbage collector off while a call is measured (collected just before):
+    a collection inside a timed interval is host jitter that the op did not cause."""
+    was = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 STATE = TimingState()

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from .. import settings as S
-from ..backends import select
+from ..backends import cpusets, select
 from ..batch.devices import choose_devices
 from ..errors import OpscreenError, UsageError, check_path, check_writable_dir, read_input
 from ..fsio import is_storage_error, write_error
@@ -96,6 +96,7 @@ def build_request(args) -> OpRequest:
         **{n: resolved[n] for n in S.MEASURE},
         color=sys.stdout.isatty() and not os.environ.get("NO_COLOR"),
         provenance=resolved.provenance(),
+        cpuset=cpusets.plan(backend, [resolved["device"]], resolved["cpu_pinning"]).get(resolved["device"]),
     )
     collect(req, say=lambda line: sys.stderr.write(f"opscreen op: {line}\n"))
     return req

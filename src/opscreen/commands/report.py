@@ -8,6 +8,7 @@ from pathlib import Path
 from ..results.compare import MUST_MATCH, check_caliber, compare_summaries, parse_allow
 from ..results.report import write_report
 from ..results.summary import load_or_build, write_summary
+from ._common import add_max_band_argument, percent
 
 NAME = "report"
 HELP = "write a self-contained HTML report of a run (optionally compared with another run)"
@@ -30,10 +31,12 @@ def add_arguments(p) -> None:
         help=f"with --against: compare although FIELD differs ({', '.join(MUST_MATCH)}, or all)",
     )  # fmt: skip
     p.add_argument("--rebuild", action="store_true", help="re-make the summaries even when summary.json exists")
+    add_max_band_argument(p)
 
 
 def run(args) -> int:
     allow = parse_allow(args.allow_mismatch)
+    max_band = percent(args.max_band) / 100.0
     # nothing is written before the caliber check: a refused comparison leaves both runs as they were
     s, s_built = load_or_build(args.run_dir, rebuild=args.rebuild)
     comparison = None
@@ -44,10 +47,11 @@ def run(args) -> int:
         if not chk.ok:
             sys.stderr.write(f"opscreen report: {chk.refusal_text()}\n")
             return 2
-        comparison = compare_summaries(a, s, check=chk)
+        comparison = compare_summaries(a, s, check=chk, max_band=max_band)
     for summary, built in ((s, s_built), (a, a_built)):
         if built:
             write_summary(summary)
+    s.max_band = max_band
     out = Path(args.out) if args.out else (s.path or Path(args.run_dir)) / "report.html"
     write_report(s, out, comparison)
     print(f"wrote {out}")

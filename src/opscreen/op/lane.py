@@ -118,7 +118,8 @@ class LaneRunner:
                 env = {k: v for k, v in env_for(shim).items() if k not in PER_OP_KEYS[:-1]}
                 return {**env, **extra}
 
-            self.worker = Worker(req.suite.python, spawn_env, req.suite.root, key, shim_for)
+            self.worker = Worker(req.suite.python, spawn_env, req.suite.root, key, shim_for,
+                                 cpus=req.cpuset.cpus if req.cpuset else None)
         return self.worker
 
     def _maybe_recycle(self, req: OpRequest) -> None:
@@ -149,10 +150,11 @@ class LaneRunner:
 
 
 def worker_key(req: OpRequest, env: dict) -> tuple:
-    """What a worker must share with an op to run it: the interpreter, the suite root and
-    the environment, less the per-op variables."""
+    """What a worker must share with an op to run it: the interpreter, the suite root, the
+    CPU set it is pinned to and the environment, less the per-op variables."""
     stable = tuple(sorted((k, v) for k, v in env.items() if k not in PER_OP_KEYS))
-    return (req.suite.python, str(req.suite.root), stable)
+    cpus = tuple(req.cpuset.cpus) if req.cpuset and req.cpuset.cpus else None
+    return (req.suite.python, str(req.suite.root), cpus, stable)
 
 
 def preimports(req: OpRequest) -> list[str]:

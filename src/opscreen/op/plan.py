@@ -17,6 +17,7 @@ DEVICE = "opscreen.child.device"
 IDENTITY = "opscreen.child.identity"
 REPORT = "opscreen.child.report"
 GRAPH = "opscreen.child.graph"
+PROFILER = "opscreen.child.profiler"
 TIMING = "opscreen.child.timing"
 CUDA_GUARD = "opscreen.child.cuda_guard"
 
@@ -36,6 +37,11 @@ def planned_timer(backend: Backend, requested: str = default("timer")) -> str:
             f"--timer graph needs graph capture, which backend '{backend.name}' does not declare; "
             "use --timer direct, or --cap graph_capture=on if the hardware supports it"
         )
+    if requested == "profiler" and not backend.capabilities.device_profiler:
+        raise UsageError(
+            f"--timer profiler needs a profiler that records device kernels, which backend '{backend.name}' does not "
+            "declare; use --timer direct, or --cap device_profiler=on if torch.profiler records its kernels"
+        )
     if requested != "auto":
         return requested
     if backend.capabilities.graph_capture:
@@ -54,6 +60,8 @@ def plugin_plan(backend: Backend, timer: str = default("timer")) -> list[Plugin]
     ]
     if timer == "graph":
         plan.append(Plugin(GRAPH, f"graph capture and replay ({backend.capabilities.graph_api})"))
+    if timer in ("graph", "profiler") and backend.capabilities.device_profiler:
+        plan.append(Plugin(PROFILER, "kernels' device time from torch.profiler (the graph timer's fallback)"))
     plan.append(Plugin(TIMING, f"replaces the suite's timing call; timer={timer}"))
     if backend.capabilities.cuda_workarounds:
         plan.append(Plugin(CUDA_GUARD, "CUDA only: turns sticky device errors into a fatal exit"))

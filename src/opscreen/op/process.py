@@ -51,17 +51,19 @@ def run_streaming(
     cwd: str | os.PathLike | None = None,
     stop: threading.Event | None = None,
     on_start: Callable[[subprocess.Popen], None] | None = None,
+    cpus: Sequence[int] | None = None,
 ) -> Streamed:
     """Run ``argv`` with stdout+stderr merged, feeding each line to ``on_line``.
 
     The child is killed as a group when ``timeout`` passes or ``stop`` is set. The
     reader thread ends when the pipe closes, which a kill of the group guarantees.
+    ``cpus``: the CPU set the child is pinned to (None: where the harness runs).
     When ``on_line`` raises, the reader keeps draining the pipe (a child writing
     into a full pipe would block until the timeout), the group is killed and
     :class:`OutputError` is raised once the child is gone.
     """
     start = time.monotonic()
-    proc = popen_group(argv, env=env, cwd=cwd, stderr=subprocess.STDOUT)
+    proc = popen_group(argv, env=env, cwd=cwd, stderr=subprocess.STDOUT, cpus=cpus)
     if on_start is not None:
         on_start(proc)
 

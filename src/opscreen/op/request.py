@@ -50,6 +50,7 @@ class Measurement:
     repeats: int = S.default("repeats")  # processes per op; >1 merges their medians (op/repeats.py)
     isolation: str = S.default("isolation")  # worker: a warm process per lane (op/lane.py); op: fresh per op
     max_ops_per_worker: int = S.default("max_ops_per_worker")
+    cpu_pinning: str = S.default("cpu_pinning")  # auto | off: the lanes' CPU sets (backends/cpusets.py)
     provenance: Mapping[str, str] = field(default_factory=dict, compare=False)  # setting -> where its value came from
     planned_timer: str = field(init=False, default="")  # the timer the children will use (op/plan.py)
 
@@ -67,6 +68,7 @@ class OpRequest(Measurement):
     device: int = S.default("device")
     color: bool = False
     env: Mapping[str, str] = field(default_factory=dict)  # extra environment for the child
+    cpuset: Any = None  # opscreen.backends.cpusets.CpuSet the child is pinned to (None: not pinned)
 
     def __post_init__(self) -> None:
         validated(self, S.OP)

@@ -25,7 +25,8 @@ from typing import Callable
 
 from .. import __version__
 from ..backends import Backend, all_visible_keys
-from ..child.config import ENV_CONFIG, ENV_SPAWNED_AT, EXIT_DEVICE_FATAL, FATAL_PREFIX, TIMING_DEFAULTS, TIMING_ENV, caliber, coerce_timing
+from ..backends.cpusets import thread_env
+from ..child.config import ENV_CONFIG, ENV_SPAWNED_AT, EXIT_DEVICE_FATAL, FATAL_PREFIX, TIMING_CHOICES, TIMING_DEFAULTS, TIMING_ENV, caliber, coerce_timing
 from ..errors import UsageError
 from ..settings import BY_NAME as SETTINGS, SHAPE_MODES, kernel_caches
 from .. import contracts
@@ -124,6 +125,7 @@ def child_env(req: OpRequest, config_path: Path, shim: Path) -> dict[str, str]:
     if req.backend.capabilities.slots:
         # Parallel CPU slots share the host: one intra-op thread each, unless asked.
         env.setdefault("OMP_NUM_THREADS", "1")
+    env.update(thread_env(req.cpuset.cpus if req.cpuset else None, env))  # pinned: thread pools capped to the set
     env.update(req.env)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     for cache in child_kernel_caches(env).values():  # the user's own dir wins; else the persistent default
@@ -424,6 +426,7 @@ def child_config(req: OpRequest, out_dir: Path, shape_file: Path | None, argv: l
         "pytest_addopts": addopts,
         "settings": req.settings(),
         "kernel_caches": kernel_caches({**os.environ, **req.env}),
+        "cpuset": req.cpuset.as_dict() if req.cpuset else {"pinning": req.cpu_pinning, "cpus": None},
     }
 
 
@@ -452,7 +455,8 @@ def _run_child(req: OpRequest, out_dir: Path, argv: list[str], addopts: list[str
                 raise _NotStarted
             env = {**env, ENV_SPAWNED_AT: f"{time.time():.6f}"}  # where the child's phases begin
             res = launcher.launch(argv, on_line=lambda raw: emit(raw, raw), timeout=req.timeout, grace=req.grace,
-                                  env=env, cwd=req.suite.root, stop=stop, on_start=getattr(stop, "child_started", None))
+                                  env=env, cwd=req.suite.root, stop=stop, on_start=getattr(stop, "child_started", None),
+                                  cpus=req.cpuset.cpus if req.cpuset else None)
         except OutputError as exc:  # run.log cannot be written (full disk): the child was killed
             raise exc.cause from None
         except _NotStarted:  # stopped before the child started
@@ -496,9 +500,10 @@ def timing_overrides() -> dict:
             continue
         default = TIMING_DEFAULTS[name]
         try:
-            out[name] = int(raw) if type(default) is int else coerce_timing(default, raw)
-        except (TypeError, ValueError):
-            raise UsageError(f"{env_key}={raw!r} is not a valid {type(default).__name__}") from None
+            out[name] = int(raw) if type(default) is int else coerce_timing(default, raw, name)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"{env_key}={raw!r} is not valid: {exc}" if name in TIMING_CHOICES
+                             else f"{env_key}={raw!r} is not a valid {type(default).__name__}") from None
     return out
 
 

@@ -48,7 +48,7 @@ class Worker:
     isolation = "worker"
 
     def __init__(self, python: str, env_for: Callable[[Path], Mapping[str, str]], cwd: str | os.PathLike, key: tuple,
-                 shim_for: Callable[[Path], Path]):
+                 shim_for: Callable[[Path], Path], cpus: Sequence[int] | None = None):
         self.key = key
         self.tmp = Path(tempfile.mkdtemp(prefix="opscreen-worker-"))
         self.shim = shim_for(self.tmp)  # outlives every op dir: the plugins are imported again for each op
@@ -60,7 +60,7 @@ class Worker:
         read_fd, write_fd = os.pipe()
         try:
             self.proc = popen_group([python, "-c", BOOT], env={**env, ENV_CONTROL_FD: str(read_fd)}, cwd=cwd,
-                                    stderr=subprocess.STDOUT, pass_fds=(read_fd,))
+                                    stderr=subprocess.STDOUT, pass_fds=(read_fd,), cpus=cpus)
         except BaseException:
             os.close(write_fd)
             shutil.rmtree(self.tmp, ignore_errors=True)
@@ -95,9 +95,10 @@ class Worker:
 
     def launch(self, argv: Sequence[str], *, on_line: Callable[[str], None], timeout: float | None, grace: float = 5.0,
                env: Mapping[str, str] | None = None, cwd: str | os.PathLike | None = None,
-               stop: threading.Event | None = None, on_start=None) -> Streamed:
+               stop: threading.Event | None = None, on_start=None, cpus: Sequence[int] | None = None) -> Streamed:
         """Run one op (``argv``: ``python -m pytest ARGS``; the worker runs ``pytest.main(ARGS)``)
-        and stream its output to ``on_line``; run_streaming's contract, timeout and stop included."""
+        and stream its output to ``on_line``; run_streaming's contract, timeout and stop included
+        (``cpus`` is the worker's own: it was pinned when it started, and the key holds the set)."""
         start = time.monotonic()
         self.ops += 1
         if on_start is not None:

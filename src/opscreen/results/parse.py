@@ -108,6 +108,15 @@ class CaseRow:
     torch_spread: float | None = None  # max/min - 1 between those processes
     lib_spread: float | None = None
     speedup_spread: float | None = None
+    # the profiler timer's host-inclusive latency (ms) beside its device figure
+    torch_host_ms: float | None = None
+    lib_host_ms: float | None = None
+    # why the graph timer fell back: "<phase>: <kind>: <the error's line>"
+    torch_fallback: str | None = None
+    lib_fallback: str | None = None
+    # the graph figure a like-with-like row replaced by the other side's timer
+    torch_graph_ms: float | None = None
+    lib_graph_ms: float | None = None
     mode: str | None = None
     level: str | None = None
     error: str | None = None
@@ -643,6 +652,12 @@ def _row_from_record(entry: dict, r: dict, occ: _Occurrences, source: str) -> Ca
         torch_spread=_finite(r.get("spread_base")),
         lib_spread=_finite(r.get("spread")),
         speedup_spread=_finite(r.get("speedup_spread")),
+        torch_host_ms=_finite(r.get("host_ms_base")),
+        lib_host_ms=_finite(r.get("host_ms")),
+        torch_fallback=_text(r.get("fallback_base")),
+        lib_fallback=_text(r.get("fallback")),
+        torch_graph_ms=_finite(r.get("graph_ms_base")),
+        lib_graph_ms=_finite(r.get("graph_ms")),
         mode=entry.get("mode"),
         level=entry.get("level"),
         error=str(err) if err else None,
@@ -651,6 +666,10 @@ def _row_from_record(entry: dict, r: dict, occ: _Occurrences, source: str) -> Ca
     )
     row.occurrence = occ(op, dtype, shape)
     return row
+
+
+def _text(v: Any) -> str | None:
+    return str(v) if v not in (None, "") else None
 
 
 def _rows_from_entries(entries: Iterable[Any], res: ParsedLog, occ: _Occurrences) -> None:

@@ -10,6 +10,7 @@ fields kept from the first repeat that has the case):
   moves both sides of one process cancels in its ratio);
 * ``samples*``: the sum; ``rsd*``: the median; ``calls*``: the first repeat's;
 * ``timer*``: the first repeat's, or a ``graph-fallback:...`` tag if any repeat fell back;
+  ``fallback*``: the first repeat's reason; ``host_ms*``, ``graph_ms*``, ``ci*``: the median;
 * added: ``repeats`` (processes that measured it), ``spread_base`` / ``spread``
   (max / min - 1 of each side's latency over those processes), ``speedup_spread``
   (the same of the speedups); ``opscreen compare`` widens a case's band to its spread.
@@ -132,6 +133,13 @@ def merge_metrics(metrics: list[dict]) -> dict:
             out["rsd" + suffix] = statistics.median(rsds)
         if ("timer" + suffix) in out:
             out["timer" + suffix] = _timer_tag([m.get("timer" + suffix) for m in measured])
+        for name in ("host_ms", "graph_ms", "ci"):
+            vals = [v for v in (finite_or_none(m.get(name + suffix)) for m in measured) if v is not None]
+            if vals:
+                out[name + suffix] = statistics.median(vals)
+        why = [m.get("fallback" + suffix) for m in measured if m.get("fallback" + suffix)]
+        if why:
+            out["fallback" + suffix] = why[0]
         out["spread" + suffix] = _spread([finite_or_none(m.get(latency_field)) for m in measured])
     out["speedup_spread"] = _spread(speedups)
     out["repeats"] = len(measured)

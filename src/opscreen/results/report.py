@@ -23,7 +23,7 @@ from urllib.parse import quote
 from .. import __version__
 from ..fsio import atomic_write_text
 from .compare import Comparison, _moved_list, _show
-from .summary import COL, Summary, row_band
+from .summary import COL, Summary, mixed_rows, row_band
 
 __all__ = ["render_report", "write_report", "speedup_plot_svg"]
 
@@ -352,6 +352,47 @@ def _noise_txt(t: Any, l: Any, repeats: Any = None, spread: Any = None) -> str:
     return txt
 
 
+def _timer_txt(r: list) -> str:
+    """The row's timer (``torch|lib`` when they differ), with the profiler's host-inclusive
+    latency (ms, torch|lib) where a side has one."""
+    t, l = r[COL["torch_timer"]], r[COL["lib_timer"]]
+    txt = t if t == l else f"{t or '-'}|{l or '-'}"
+    th, lh = r[COL["torch_host_ms"]], r[COL["lib_host_ms"]]
+    if th is not None or lh is not None:
+        txt += f"; host ms {_ms(th) if th is not None else '-'}|{_ms(lh) if lh is not None else '-'}"
+    return txt
+
+
+def _fallback_section(s: Summary) -> str:
+    """Ops the graph timer could not time (some rows): side, rows, phase, timer, why."""
+    ops = [o for o in s.ops if o.fallbacks]
+    if not ops:
+        return ('<section id="fallback"><h2>Graph fallback</h2><p class="note">every timed row was graph-timed '
+                "(or the run did not use the graph timer).</p></section>")
+    out = []
+    for o in ops:
+        for f in o.fallbacks:
+            why = f"{f['kind']}: {f['message']}" if f["kind"] else (f["message"] or "(not recorded)")
+            cls = "warn" if f["timer"] != "profiler" else ""
+            out.append(
+                f"<tr><td>{e(o.op)}</td><td>{e(f['side'])}</td><td class=\"num\">{f['rows']}</td><td>{e(f['phase'])}</td>"
+                f"<td class=\"{cls}\">{e(f['timer'])}</td><td class=\"num\">{_f(f['host_x'])}</td>"
+                f"<td class=\"reason\">{e(why)}</td></tr>"
+            )
+    mixed = mixed_rows(s)
+    note = (f'<p class="note warn">{mixed} rows compare two timers (one side graph-timed, the other not, with no '
+            "like-with-like figure): their speedup mixes device and host time.</p>") if mixed else ""
+    return (
+        f'<section id="fallback"><h2>Graph fallback ({len(ops)} ops)</h2>'
+        '<p class="note">rows the graph timer could not time, and why (the phase that failed and the first line of '
+        "the error). <b>profiler</b>: the kernels' own device time per call, summed (host jitter does not reach "
+        "it); host x is the host-inclusive latency over it. <b>direct</b>: host-inclusive samples, which two "
+        "processes may read 25-140 % apart: trust such a row's speedup only as far as its band.</p>"
+        '<div class="scroll"><table><tr><th>op</th><th>side</th><th class="num">rows</th><th>phase</th><th>timer</th>'
+        '<th class="num">host x</th><th>why</th></tr>' + "".join(out) + f"</table></div>{note}</section>"
+    )
+
+
 def _slowest_section(s: Summary) -> str:
     si, vi = COL["status"], COL["speedup"]
     rows = [r for r in s.rows if r[si] == "ok" and r[vi] is not None]
@@ -362,7 +403,7 @@ def _slowest_section(s: Summary) -> str:
         un = band is not None and band > s.max_band + 1e-12
         noise = _noise_txt(r[COL['torch_rsd']], r[COL['lib_rsd']], r[COL['repeats']], r[COL['speedup_spread']])
         noise_td = f'<td class="num warn">{e(noise)} unresolved</td>' if un else f'<td class="num">{e(noise)}</td>'
-        timer = r[COL["torch_timer"]] if r[COL["torch_timer"]] == r[COL["lib_timer"]] else f"{r[COL['torch_timer']] or '-'}|{r[COL['lib_timer']] or '-'}"
+        timer = _timer_txt(r)
         out.append(
             f"<tr><td>{e(r[COL['op']])}</td><td>{e(_test_cell(r[COL['test']], r[COL['variant']]))}</td><td>{e(r[COL['dtype']])}</td>"
             f"<td class=\"shape\">{e(r[COL['shape']])}</td><td class=\"num\">{_ms(r[COL['torch_ms']])}</td>"
@@ -523,7 +564,8 @@ def render_report(s: Summary, out_path: str | Path, comparison: Comparison | Non
     nav = [("identity", "Identity"), ("status", "Status")]
     if comparison is not None:
         nav.append(("compare", "Comparison"))
-    nav += [("distribution", "Speedups"), ("ops", "Ops"), ("slowest", "Slowest cases"), ("failures", "Failures")]
+    nav += [("distribution", "Speedups"), ("ops", "Ops"), ("slowest", "Slowest cases"), ("fallback", "Graph fallback"),
+            ("failures", "Failures")]
     cal = s.caliber or {}
     sub = " · ".join(
         e(x) for x in (cal.get("device_name"), cal.get("backend"), f"timer {cal.get('timer')}" if cal.get("timer") else None,
@@ -547,6 +589,7 @@ def render_report(s: Summary, out_path: str | Path, comparison: Comparison | Non
         _distribution_section(s),
         _ops_section(s),
         _slowest_section(s),
+        _fallback_section(s),
         _failures_section(s, out_dir),
         "</main>",
         f"<footer>made by opscreen {e(__version__)} from {e(s.name)}/summary.json; "

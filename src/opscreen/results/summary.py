@@ -21,6 +21,7 @@ import json
 import math
 import os
 import re
+import statistics
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -31,6 +32,7 @@ from .. import contracts
 from ..fsio import atomic_write_text
 from ._io import csv_text
 from .records import REPEAT_DIR
+from ..child.timed_value import TIMER_PROFILER, fallback_phase, timer_method
 from ..tables import table, to_text
 from .parse import CaseRow, ParsedLog, merge_rows, parse_record_json, parse_record_log, parse_run_log
 
@@ -64,6 +66,7 @@ COLUMNS = [
     "torch_timer", "lib_timer", "torch_samples", "lib_samples", "torch_rsd", "lib_rsd",
     "op_status", "backend", "device", "device_name", "truncated", "source",
     "repeats", "torch_spread", "lib_spread", "speedup_spread",
+    "torch_host_ms", "lib_host_ms", "torch_fallback", "lib_fallback",
 ]  # fmt: skip
 COL = {name: i for i, name in enumerate(COLUMNS)}
 # A row whose processes (--repeats) disagree by more than this cannot be reproduced to
@@ -109,6 +112,8 @@ class OpSummary:
     sources: list[str] = field(default_factory=list)
     device_uuid: str | None = None  # from the op's identity (tells two hosts' GPU 0 apart)
     phases: dict | None = None  # result.json ``phases``: where the op's (last) process spent its time
+    # why the graph timer could not time some rows (op_fallbacks): side, phase, timer, kind, message, rows, host_x
+    fallbacks: list[dict] = field(default_factory=list)
 
 
 @dataclass
@@ -433,11 +438,50 @@ def _summarize_op(
             r.torch_timer, r.lib_timer, r.torch_samples, r.lib_samples, _clean(r.torch_rsd), _clean(r.lib_rsd),
             status, backend, device, device_name, truncated, r.source,
             r.repeats, _clean(r.torch_spread), _clean(r.lib_spread), _clean(r.speedup_spread),
+            _clean(r.torch_host_ms), _clean(r.lib_host_ms), r.torch_fallback, r.lib_fallback,
         ])  # fmt: skip
+    info.fallbacks = op_fallbacks(out)
     info.rows = len(out)
     info.ok_rows = ok
     info.geomean = _exp_mean(logs)
     return info, out
+
+
+_SIDES = (("torch", "torch_timer", "torch_fallback", "torch_ms", "torch_host_ms"),
+          ("lib", "lib_timer", "lib_fallback", "lib_ms", "lib_host_ms"))
+
+
+def split_fallback(text: str | None) -> tuple[str | None, str | None]:
+    """``"capture: capture-unsupported: CUDA error: ..."`` -> (kind, the error's line)."""
+    if not text:
+        return None, None
+    parts = text.split(": ", 2)
+    return (parts[1], parts[2]) if len(parts) == 3 else (None, text)
+
+
+def op_fallbacks(rows: list[list]) -> list[dict]:
+    """Why the graph timer could not time some of one op's rows: one entry per side,
+    phase, timer and reason, with its rows and, for the profiler, the median ratio of
+    the host-inclusive latency to the device figure (``host_x``)."""
+    groups: dict[tuple, dict] = {}
+    for r in rows:
+        for side, tcol, fcol, mcol, hcol in _SIDES:
+            phase = fallback_phase(r[COL[tcol]])
+            if phase is None:
+                continue
+            kind, message = split_fallback(r[COL[fcol]])
+            key = (side, phase, timer_method(r[COL[tcol]]), kind, message)
+            g = groups.setdefault(key, {"rows": 0, "ratios": []})
+            g["rows"] += 1
+            ms, host = r[COL[mcol]], r[COL[hcol]]
+            if key[2] == TIMER_PROFILER and ms and host:
+                g["ratios"].append(host / ms)
+    out = []
+    for (side, phase, timer, kind, message), g in sorted(groups.items(), key=lambda kv: (-kv[1]["rows"], str(kv[0]))):
+        host_x = round(statistics.median(g["ratios"]), 3) if g["ratios"] else None
+        out.append({"side": side, "phase": phase, "timer": timer, "kind": kind, "message": message, "rows": g["rows"],
+                    "host_x": host_x})
+    return out
 
 
 PHASES = (("start_imports_s", "start+imports"), ("collection_s", "collection"), ("measurement_s", "measurement"),
@@ -659,6 +703,7 @@ def format_summary(s: Summary) -> str:
         if len(worst):
             lines.append(worst)
     lines += _unresolved_lines(s)
+    lines += fallback_lines(s)
     ts = time_stats(s.ops)
     if ts:
         lines.extend(format_time_stats(ts))
@@ -678,6 +723,36 @@ def _unresolved_lines(s: Summary) -> list:
         for op, n in sorted(u["by_op"].items(), key=lambda kv: (-kv[1], kv[0])):
             t.row(op, n, ok.get(op, "-"))
         lines.append(t)
+    return lines
+
+
+def mixed_rows(s: Summary) -> int:
+    """Ok rows whose two sides were timed by different methods (their speedup compares
+    unlike figures: the other side could not be timed again like with like)."""
+    return sum(1 for r in s.rows if r[COL["status"]] == "ok" and r[COL["torch_timer"]] and r[COL["lib_timer"]]
+               and timer_method(r[COL["torch_timer"]]) != timer_method(r[COL["lib_timer"]]))
+
+
+def fallback_lines(s: Summary) -> list:
+    """The rows the graph timer could not time, per op: phase, timer, rows, why."""
+    ops = [o for o in s.ops if o.fallbacks]
+    if not ops:
+        return []
+    n = sum(f["rows"] for o in ops for f in o.fallbacks)
+    lines: list = [
+        f"graph fallback: {n} row sides of {len(ops)} ops could not be graph-timed (timer profiler: the kernels' "
+        "device time, host x = host-inclusive latency / device time; direct: host-inclusive samples, noisy)"
+    ]
+    t = table("op", "side", "rows>", "phase", "timer", "host x>", "why")
+    for o in ops:
+        for f in o.fallbacks:
+            why = f"{f['kind']}: {f['message']}" if f["kind"] else (f["message"] or "(not recorded)")
+            t.row(o.op, f["side"], f["rows"], f["phase"], f["timer"], _fmt(f["host_x"], 2), why)
+    lines.append(t)
+    mixed = mixed_rows(s)
+    if mixed:
+        lines.append(f"{mixed} ok rows compare two timers (one side graph, the other not, and no like-with-like "
+                     "figure): their speedup mixes device and host time")
     return lines
 
 
