@@ -114,8 +114,13 @@ def _children(out: Path) -> dict:
 
 
 @pytest.mark.skipif(len(HOST_CPUS) < 2, reason="two lanes need two CPUs to be disjoint")
-def test_two_lanes_children_run_on_disjoint_sets(tmp_path):
-    seen = _children(_run(tmp_path, "--devices", "0,1"))
+@pytest.mark.parametrize("isolation", ["op", "worker"])
+def test_two_lanes_children_run_on_disjoint_sets(tmp_path, isolation):
+    """Each lane's children, fresh processes or its warm worker, run on the lane's set."""
+    out = _run(tmp_path, "--devices", "0,1", "--isolation", isolation)
+    modes = {json.loads((out / "ops" / op / "result.json").read_text())["phases"]["mode"] for op in ("ok_a", "ok_b", "ok_c")}
+    assert modes == {"worker" if isolation == "worker" else "process"}
+    seen = _children(out)
     plan = C.plan(resolve("cpu"), [0, 1], "auto")
     by_lane: dict = {}
     for op, (lane, affinity, planned, caliber) in seen.items():
