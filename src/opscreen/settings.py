@@ -12,7 +12,8 @@ refused) and the key it is recorded under in ``child_config.json`` /
   (:func:`check_given_values`);
 - the precedence flag > environment > recorded run (resume or replay) > default,
   with provenance: where each value came from (:func:`resolve`);
-- the resume clash check for caliber settings (:func:`caliber_clashes`);
+- the resume clash check for caliber settings (:func:`caliber_clashes`), and the one
+  between two recorded runs that are merged (:func:`recorded_clashes`);
 - the settings dicts recorded for a replay or resume (:func:`record`).
 
 Standard library only (and opscreen.errors): the foundation layer.
@@ -501,6 +502,17 @@ def caliber_clashes(resolved: Resolved, recorded: Mapping[str, Any]) -> list[str
             asked, had = resolved.values[name], recorded[key]
             if _json(asked) != _json(had):
                 out.append(f"{key}: recorded {had!r}, asked {asked!r}")
+    return out
+
+
+def recorded_clashes(a: Mapping[str, Any], b: Mapping[str, Any], command: str = RUN) -> list[str]:
+    """Caliber settings two recorded runs (their ``settings`` dicts) hold with different
+    values (``opscreen merge``: shards of one screen are measured one way)."""
+    out = []
+    for name in CALIBER:
+        key = BY_NAME[name].key_for(command)
+        if key and (key in a or key in b) and _json(a.get(key)) != _json(b.get(key)):
+            out.append(f"{key} {a.get(key)!r} vs {b.get(key)!r}")
     return out
 
 
