@@ -166,7 +166,7 @@ def _executor(value: Any, name: str) -> str:
 
 def _names(value: Any, name: str) -> list[str]:
     """``A,B_*`` (or a list): variable names, each maybe ending in ``*`` (a prefix)."""
-    items = value if isinstance(value, list) else re.split(r"[,\s]+", str(value))
+    items = list(value) if isinstance(value, (list, tuple)) else re.split(r"[,\s]+", str(value))
     out = []
     for item in (str(i).strip() for i in items):
         if not item:
@@ -337,7 +337,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("ray_env", ("--ray-env",), "with --executor ray: more variables of this environment that every node's "
             "ops get, comma-separated NAME or PREFIX* (always sent: PYTHONPATH, OPSCREEN_*, USE_FLAGTUNE*, TRITON_*, "
             "FLAGGEMS_*, GEMS_*; default $OPSCREEN_RAY_ENV)", commands=(RUN,), env="OPSCREEN_RAY_ENV",
-            env_commands=(RUN,), check=_names, key="ray_env", empty="give variable names such as MY_VAR,MY_PREFIX_*"),
+            env_commands=(RUN,), default=(), check=_names, key="ray_env", empty="give variable names such as MY_VAR,MY_PREFIX_*"),
     Setting("steal", ("--steal",), "idle devices take queued ops from the busiest (default)", commands=(RUN,),
             default=True, key="steal", negative="--no-steal", argparse=_m(action="store_true")),
     # runs to continue or repeat
