@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,9 +24,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_batch_faults import Faults, faults, is_alive, result, status_rows  # noqa: E402,F401
-
-ray = pytest.importorskip("ray")
+from test_batch_faults import SRC, Faults, faults, is_alive, result, status_rows  # noqa: E402,F401
 
 LANES = 3
 FAULT_OPS = "ok_a,hang,segv,flaky,broken,fatal,dtype_mixed"
@@ -33,6 +32,7 @@ FAULT_OPS = "ok_a,hang,segv,flaky,broken,fatal,dtype_mixed"
 
 @pytest.fixture(scope="module")
 def cluster():
+    ray = pytest.importorskip("ray")
     ray.init(num_cpus=1, resources={"opscreen_slot": LANES}, include_dashboard=False, log_to_driver=False,
              namespace="opscreen-tests", logging_level=logging.ERROR)
     try:
@@ -72,6 +72,47 @@ def parent_of(pid: int) -> int:
     with open(f"/proc/{pid}/stat", "rb") as fh:
         data = fh.read()
     return int(data[data.rindex(b")") + 2:].split()[1])
+
+
+def test_ray_is_imported_only_when_asked_for_and_a_missing_ray_is_one_line(cli, tmp_path):
+    code = ("import sys, opscreen.cli as c; c.build_parser(); import opscreen.batch.session, opscreen.commands.run, "
+            "opscreen.batch.ray_executor, opscreen.batch.join; print('ray' in sys.modules)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(SRC)})
+    assert res.returncode == 0 and res.stdout.strip() == "False", res.stdout + res.stderr
+
+    no_ray = tmp_path / "no_ray"
+    (no_ray / "ray").mkdir(parents=True)
+    (no_ray / "ray" / "__init__.py").write_text("raise ImportError(\"No module named 'ray'\")\n")
+    out = tmp_path / "run"
+    res = cli("run", "--backend", "cpu", "--ops", "abs", "--out", out, "--executor", "ray",
+              env={"PYTHONPATH": os.pathsep.join([str(no_ray), str(SRC)])})
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.stderr.strip().splitlines() == [
+        "opscreen run: --executor ray needs Ray (No module named 'ray'): pip install opscreen[ray]"]
+    assert not out.exists()
+    res = cli("run", "--backend", "cpu", "--ops", "abs", "--out", out, "--address", "auto")
+    assert res.returncode == 2 and "--address is for --executor ray" in res.stderr and not out.exists()
+
+
+def test_lanes_are_every_unit_of_the_resource_on_every_alive_node():
+    from opscreen.backends import resolve
+    from opscreen.batch.ray_executor import forwarded_env, plan_lanes, resource_for
+
+    nodes = [
+        {"NodeID": "b" * 8, "Alive": True, "NodeManagerAddress": "10.0.0.2", "NodeManagerHostname": "n2", "Resources": {"NPU": 2.0}},
+        {"NodeID": "a" * 8, "Alive": True, "NodeManagerAddress": "10.0.0.1", "NodeManagerHostname": "n1", "Resources": {"NPU": 8.0, "GPU": 1.0}},
+        {"NodeID": "c" * 8, "Alive": False, "NodeManagerAddress": "10.0.0.0", "Resources": {"NPU": 8.0}},
+        {"NodeID": "d" * 8, "Alive": True, "NodeManagerAddress": "10.0.0.3", "Resources": {"CPU": 8.0}},
+    ]
+    lanes = plan_lanes(nodes, "NPU")
+    assert [(l.lane, l.host, l.index) for l in lanes] == [(i, "n1", i) for i in range(8)] + [(8, "n2", 0), (9, "n2", 1)]
+    assert [resource_for(resolve(b)) for b in ("cuda", "rocm", "ascend", "musa", "mlu", "cpu")] == \
+        ["GPU", "GPU", "NPU", "MUSA", "MLU", "opscreen_slot"]
+    env = {"PYTHONPATH": "/p", "OPSCREEN_MAX_TIME": "1", "CUDA_VISIBLE_DEVICES": "0", "OPSCREEN_BATCH_RUN": "/r",
+           "HOME": "/h", "MY_A": "1", "MY_B": "2", "OTHER": "x", "TRITON_CACHE_DIR": "/t"}
+    assert forwarded_env(env, ["MY_*"]) == {"PYTHONPATH": "/p", "OPSCREEN_MAX_TIME": "1", "MY_A": "1", "MY_B": "2",
+                                             "TRITON_CACHE_DIR": "/t"}
+    assert forwarded_env({**env, "CUDA_VISIBLE_DEVICES": "3"}, ["CUDA_*"]) == forwarded_env(env)
 
 
 def test_sample_suite_runs_through_ray(cluster, cli, tmp_path):
