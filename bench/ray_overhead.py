@@ -14,6 +14,11 @@ and by the Ray executor on the same number of lanes:
 2. the sample suite (real torch children; ``OPSCREEN_MAX_TIME`` lowered to keep it
    short): ops per second and the same overhead per op.
 
+3. the executor round trip alone: ``--roundtrip-jobs`` jobs on one lane through each
+   executor with a lane runner that starts no process (it writes a run.log and a
+   result.json): milliseconds per job, what Ray adds per op without the noise of
+   real children.
+
 Each wall is also given without the command's fixed start-up (measured by a second
 run over the complete run dir, which runs nothing; for Ray that includes joining the
 cluster and starting one worker per lane).
@@ -90,12 +95,62 @@ def say(title: str, r: dict, lanes: int) -> None:
           f"{ray['overhead_no_startup_ms'] - loc['overhead_no_startup_ms']:.0f} ms of lane time per op")
 
 
+# -- 3. the executor round trip alone ---------------------------------------------------
+
+
+class TrivialRunner:
+    """A lane runner without a child process: writes a run.log and a result.json."""
+
+    def __init__(self, lane: int):
+        self.lane = lane
+
+    def run(self, request, out_dir: Path, *, stop=None, echo=None):
+        from opscreen.op.request import OpOutcome
+
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "run.log").write_text("a line of output\n" * 200)
+        (out_dir / "result.json").write_text('{"status": "passed"}')
+        return OpOutcome("passed", 0, 0, 0.0, None, out_dir, "wallclock")
+
+    def close(self) -> None:
+        pass
+
+
+def roundtrip(address: str, n: int) -> None:
+    """(In a process of its own: this one is the cluster's head.) ``n`` jobs on one lane
+    through each executor; prints the milliseconds per job of each."""
+    sys.path.insert(0, str(SRC))
+    from opscreen.backends import resolve
+    from opscreen.batch.executor import Job, LocalExecutor
+    from opscreen.batch.ray_executor import RayExecutor
+
+    tmp = Path(tempfile.mkdtemp(prefix="opscreen-roundtrip-"))
+    runner = TrivialRunner(0)
+    local = LocalExecutor(work=lambda req, out, stop=None, echo=None: runner.run(req, out, stop=stop))
+    ray_ex = RayExecutor(resolve("cpu"), address=address, runner_factory=TrivialRunner)
+    for name, ex in (("local", local), ("ray", ray_ex)):
+        ex.start([0])
+        t0 = time.perf_counter()
+        for i in range(n):
+            ex.submit(Job(i, f"op{i}", 0, None, tmp / name / f"op{i}"))
+            while not ex.wait(1.0):
+                pass
+        print(f"{name} {(time.perf_counter() - t0) / n * 1000:.2f}")
+        ex.close()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lanes", type=int, default=2)
     ap.add_argument("--sample-ops", default="abs,add,relu,mul,exp,gelu", help="sample-suite ops, or 'all'")
     ap.add_argument("--skip-sample", action="store_true")
+    ap.add_argument("--roundtrip-jobs", type=int, default=200, help="jobs for the executor round trip")
+    ap.add_argument("--roundtrip", metavar="ADDRESS", help=argparse.SUPPRESS)  # internal: measurement 3's process
     args = ap.parse_args()
+    if args.roundtrip:
+        roundtrip(args.roundtrip, args.roundtrip_jobs)
+        return 0
     import ray
 
     ray.init(num_cpus=1, resources={"opscreen_slot": args.lanes}, include_dashboard=False, log_to_driver=False,
@@ -117,6 +172,12 @@ def main() -> int:
             extra = [] if args.sample_ops == "all" else ["--ops", args.sample_ops]
             r = bench_pair("sample", lambda d: base_argv(None, d, args.lanes) + extra, senv, tmp, args.lanes, address)
             say("2. sample suite (real torch children)", r, args.lanes)
+        res = subprocess.run([sys.executable, __file__, "--roundtrip", address, "--roundtrip-jobs", str(args.roundtrip_jobs)],
+                             env={**env, "PYTHONPATH": str(SRC)}, capture_output=True, text=True, check=True)
+        ms = dict(line.split() for line in res.stdout.splitlines() if line.split()[:1] in (["local"], ["ray"]))
+        print(f"3. executor round trip alone ({args.roundtrip_jobs} jobs on one lane, a runner that writes two small "
+              f"files and starts no process): local {float(ms['local']):.1f} ms/job, ray {float(ms['ray']):.1f} ms/job "
+              "(submit, the actor call, the op dir packed on the node and unpacked into the run dir)")
     finally:
         ray.shutdown()
         shutil.rmtree(tmp, ignore_errors=True)
