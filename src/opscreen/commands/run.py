@@ -160,10 +160,11 @@ def run(args) -> int:
     cfg, executor = build_config(args, out, journal, replay_dir, replay_ident, given)
     runner = BatchRunner(cfg, journal, executor=executor, progress=make_progress(sys.stdout, False if args.plain else None))
     # preflight: one collection of the first op still to run, as its child would run
-    # it (the first lane's device); a usage error stops the run before anything is written
+    # it (the first lane's device; with Ray, here on the driver, device 0); a usage
+    # error stops the run before anything is written
     first = next((op for op in cfg.ops if cfg.rerun or not journal.is_complete(op)), None)
     if first is not None:
-        collect(runner.request_factory(first, cfg.devices[0], cfg.dtypes), say=_say)
+        collect(runner.request_factory(first, cfg.devices[0] if executor is None else 0, cfg.dtypes), say=_say)
     try:
         journal.lock()
     except OSError as exc:
