@@ -68,6 +68,15 @@ def dies(pid: int, within: float) -> bool:
     return not is_alive(pid)
 
 
+def op_of(faults, pid: int, ops: list[str]) -> str:
+    """The op whose child ``pid`` is (each run of an op appends ``pid device`` to its runs file)."""
+    for op in ops:
+        p = faults.state / f"{op}.runs"
+        if p.exists() and any(line.split()[0] == str(pid) for line in p.read_text().splitlines()):
+            return op
+    raise AssertionError(f"no op ran as pid {pid}")
+
+
 def parent_of(pid: int) -> int:
     with open(f"/proc/{pid}/stat", "rb") as fh:
         data = fh.read()
@@ -174,7 +183,7 @@ def test_a_lane_lost_mid_op_runs_the_op_again_elsewhere(cluster, faults):
     proc = faults.popen(out, "--ops", ",".join(ops), "--timeout", "60", *ray_args(cluster), env={"FAULTS_OP_SLEEP": "8"})
     try:
         child = wait_for_children(faults, 1)[0]
-        victim_op = next(op for op in ops if faults.runs(op))
+        victim_op = op_of(faults, child, ops)
         os.kill(parent_of(child), signal.SIGKILL)
         assert dies(child, within=4), "the child of a killed worker must not run on (it sleeps 8 s)"
         stdout, _ = proc.communicate(timeout=120)
