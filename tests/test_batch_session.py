@@ -165,3 +165,51 @@ def test_a_device_going_bad_moves_its_ops(tmp_path):
     assert sum(1 for r in results.values() if r["devices"] == [0, 1]) == 2  # only two ran on 0
     ident = json.loads((journal.root / "run_identity.json").read_text())
     assert list(ident["bad_devices"]) == ["0"]
+
+
+class LosingExecutor(ScriptedExecutor):
+    """Every job on a lane of ``lost`` comes back as its worker's loss (the Ray executor's
+    ``LaneLost``): nothing of the attempt, no run.log."""
+
+    def __init__(self, script, lost):
+        super().__init__(script)
+        self.lost = set(lost)
+
+    def wait(self, timeout):
+        from opscreen.batch.lanes import LaneLost
+
+        lost = [j for j in self.pending if j.lane in self.lost]
+        self.pending = [j for j in self.pending if j.lane not in self.lost]
+        return [Done(j, None, "LaneLost: node n2 died", 0.1, LaneLost("node n2 died")) for j in lost] + super().wait(timeout)
+
+
+def test_a_lost_lane_leaves_the_run_and_its_op_runs_again_elsewhere_recorded_once(tmp_path):
+    ops = [f"op{i}" for i in range(8)]
+    ex = LosingExecutor({"op3": [("timeout", "killed at --timeout\n")]}, lost={1})
+    journal, summary = run(tmp_path, make_cfg(tmp_path, ops, devices=[0, 1, 2]), ex, [])
+    assert summary.exit_code == 0 and summary.counts == {"passed": 8} and summary.bad_devices == {1: "lost: node n2 died"}
+    on_lost = [j for j in ex.jobs if j.lane == 1]
+    assert len(on_lost) == 1, "one job on the lost lane, then none"
+    victim = result(journal, on_lost[0].op)
+    assert victim["lanes_lost"] == [{"lane": 1, "reason": "node n2 died"}]
+    assert victim["attempts"] == 1 + (on_lost[0].op == "op3") and victim["device"] in (0, 2)
+    assert all(a["device"] != 1 for a in victim["attempt_log"]), "the lost attempt is not recorded"
+    ident = json.loads((journal.root / "run_identity.json").read_text())
+    assert ident["bad_devices"] == {"1": "lost: node n2 died"}
+    with open(journal.root / "ops_status.csv", newline="") as fh:
+        assert sorted(r["op"] for r in csv.DictReader(fh)) == ops
+
+
+def test_an_op_that_loses_three_lanes_is_recorded_crashed_and_no_lane_left_is_unrun(tmp_path):
+    ex = LosingExecutor({}, lost={0, 1, 2})
+    journal, summary = run(tmp_path, make_cfg(tmp_path, ["x"], devices=[0, 1, 2]), ex, [])
+    assert sorted(j.lane for j in ex.jobs) == [0, 1, 2]
+    x = result(journal, "x")
+    assert x["status"] == "crashed" and x["error"] == "its lane was lost 3 times; last: node n2 died"
+    assert x["attempts"] == 0 and [lost["lane"] for lost in x["lanes_lost"]] == [j.lane for j in ex.jobs]
+    assert summary.exit_code == EXIT_FAILURES and summary.counts == {"crashed": 1}
+
+    ex = LosingExecutor({}, lost={0, 1})  # two ops, two lanes, both lost: nothing left to run on
+    journal, summary = run(tmp_path / "two", make_cfg(tmp_path, ["x", "y"], devices=[0, 1]), ex, [])
+    assert summary.unrun == ["x", "y"] and summary.exit_code == 3
+    assert not (journal.op_dir("x") / ".complete").exists()

@@ -34,6 +34,9 @@ NEEDS_MORE = [
     (r"\bruns/h200\b", "reads or resumes a GPU run (runs/h200)"),
     (r"^bash scripts/demo\.sh\b", "creates .venv in the checkout: .ci/run runs it on a clean checkout"),
     (r"^bash scripts/test\.sh\b", "runs this test suite"),
+    (r"^ray start\b", "starts a node of a Ray cluster"),
+    (r"--executor\s+ray\b", "needs a Ray cluster"),
+    (r"^sbatch\b|runs/screen\b", "needs a Slurm cluster (a job array and its run dirs)"),
 ]
 
 #: (regex on the command, reason): examples that fail today because of a bug another

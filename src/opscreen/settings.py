@@ -12,7 +12,8 @@ refused) and the key it is recorded under in ``child_config.json`` /
   (:func:`check_given_values`);
 - the precedence flag > environment > recorded run (resume or replay) > default,
   with provenance: where each value came from (:func:`resolve`);
-- the resume clash check for caliber settings (:func:`caliber_clashes`);
+- the resume clash check for caliber settings (:func:`caliber_clashes`), and the one
+  between two recorded runs that are merged (:func:`recorded_clashes`);
 - the settings dicts recorded for a replay or resume (:func:`record`).
 
 Standard library only (and opscreen.errors): the foundation layer.
@@ -45,6 +46,7 @@ AUTO_ISOLATION = MappingProxyType({RUN: "op", OP: "op"})
 SHAPE_MODES = ("upstream", "curated")
 MAX_REPEATS = 100
 CPU_ALL_SLOTS = 2  # --devices all on cpu: slots 0..min(CPU_ALL_SLOTS, cores)-1
+EXECUTORS = ("local", "ray")  # where the ops of a run execute (opscreen.batch.executor, opscreen.batch.ray_executor)
 
 # -- the dtype vocabulary: torch names, one canonical spelling each --------------------
 
@@ -191,6 +193,26 @@ def _dismiss(value: Any, name: str) -> str:
     if value.strip().lower() != "none":  # 'none': no dismiss list
         check_path(value, name)
     return value
+
+
+def _executor(value: Any, name: str) -> str:
+    if value not in EXECUTORS:
+        raise UsageError(f"{name} {value!r}: use one of {', '.join(EXECUTORS)}")
+    return value
+
+
+def _names(value: Any, name: str) -> list[str]:
+    """``A,B_*`` (or a list): variable names, each maybe ending in ``*`` (a prefix)."""
+    items = list(value) if isinstance(value, (list, tuple)) else re.split(r"[,\s]+", str(value))
+    out = []
+    for item in (str(i).strip() for i in items):
+        if not item:
+            continue
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*\*?", item):
+            raise UsageError(f"{name}: {item!r} is no variable name: give comma-separated NAME or PREFIX*")
+        if item not in out:
+            out.append(item)
+    return out
 
 
 def _args(value: Any, name: str) -> list[str]:
@@ -358,6 +380,17 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("fatal_threshold", ("--fatal-threshold",), "device-fatal exits in a row (distinct ops) that mark a device "
             "bad (default {default}; 0: never)", commands=(RUN,), default=3, check=_at_least_zero("{name} must be >= 0"),
             key="fatal_threshold", argparse=_m(type=int)),
+    # where the ops execute: this machine, or every node of a Ray cluster (docs/batch.md)
+    Setting("executor", ("--executor",), "where the ops run: local (this machine's devices, default) or ray (the "
+            "accelerators of every node of a Ray cluster; pip install opscreen[ray])", commands=(RUN,), default="local",
+            check=_executor, key="executor", argparse=_m(choices=EXECUTORS)),
+    Setting("address", ("--address",), "with --executor ray: the cluster, auto (the one this node joined with 'ray "
+            "start') or HOST:PORT (default $RAY_ADDRESS, else a Ray instance started on this machine)", commands=(RUN,),
+            key="address", empty="give auto or HOST:PORT (leave --address out for $RAY_ADDRESS or a local Ray instance)"),
+    Setting("ray_env", ("--ray-env",), "with --executor ray: more variables of this environment that every node's "
+            "ops get, comma-separated NAME or PREFIX* (always sent: PYTHONPATH, OPSCREEN_*, USE_FLAGTUNE*, TRITON_*, "
+            "FLAGGEMS_*, GEMS_*; default $OPSCREEN_RAY_ENV)", commands=(RUN,), env="OPSCREEN_RAY_ENV",
+            env_commands=(RUN,), default=(), check=_names, key="ray_env", empty="give variable names such as MY_VAR,MY_PREFIX_*"),
     Setting("steal", ("--steal",), "idle devices take queued ops from the busiest (default)", commands=(RUN,),
             default=True, key="steal", negative="--no-steal", argparse=_m(action="store_true")),
     # runs to continue or repeat
@@ -522,6 +555,17 @@ def caliber_clashes(resolved: Resolved, recorded: Mapping[str, Any]) -> list[str
             asked, had = resolved.values[name], recorded[key]
             if _json(asked) != _json(had):
                 out.append(f"{key}: recorded {had!r}, asked {asked!r}")
+    return out
+
+
+def recorded_clashes(a: Mapping[str, Any], b: Mapping[str, Any], command: str = RUN) -> list[str]:
+    """Caliber settings two recorded runs (their ``settings`` dicts) hold with different
+    values (``opscreen merge``: shards of one screen are measured one way)."""
+    out = []
+    for name in CALIBER:
+        key = BY_NAME[name].key_for(command)
+        if key and (key in a or key in b) and _json(a.get(key)) != _json(b.get(key)):
+            out.append(f"{key} {a.get(key)!r} vs {b.get(key)!r}")
     return out
 
 

@@ -28,6 +28,9 @@ class BatchConfig(Measurement):
     steal: bool = S.default("steal")
     fatal_threshold: int = S.default("fatal_threshold")
     shard: tuple[int, int] | None = None
+    executor: str = S.default("executor")  # local, or ray: every node of a Ray cluster (ray_executor.py)
+    address: str | None = None  # the Ray cluster (executor ray)
+    ray_env: list[str] = field(default_factory=list)  # more variables sent to the nodes (executor ray)
     ops_source: str = "suite"
     replay_of: str | None = None
     rerun: list[str] = field(default_factory=list)  # complete ops to run again (replay in place)

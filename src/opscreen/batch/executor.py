@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
+from .lanes import LaneRunner, RunnerFactory
+
 MARK_ENV = "OPSCREEN_BATCH_RUN"
 
 
@@ -80,16 +82,7 @@ class Executor(Protocol):
 WorkFn = Callable[..., Any]
 
 
-class LaneRunner(Protocol):
-    """What runs the jobs of one lane (opscreen.op.lane.LaneRunner): it may keep state
-    between jobs (a warm worker), and is closed when the lane ends."""
-
-    def run(self, request: Any, out_dir: Path, *, stop: threading.Event | None = None, echo=None) -> Any: ...
-
-    def close(self) -> None: ...
-
-
-def default_lanes() -> Callable[[int], LaneRunner]:
+def default_lanes() -> RunnerFactory:
     """A runner per lane that runs each request as it asks (``request.isolation``:
     a fresh process per op, or the lane's warm worker)."""
     from ..op.lane import lane_factory
@@ -121,7 +114,7 @@ class LocalExecutor:
     runner (a warm worker exits).
     """
 
-    def __init__(self, work: WorkFn | None = None, lanes: Callable[[int], LaneRunner] | None = None):
+    def __init__(self, work: WorkFn | None = None, lanes: RunnerFactory | None = None):
         self.lanes = (lambda lane: _WorkRunner(work)) if work is not None else (lanes or default_lanes())
         self.stop_event = threading.Event()
         self._results: queue.SimpleQueue[Done] = queue.SimpleQueue()

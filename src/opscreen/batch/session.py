@@ -58,6 +58,7 @@ from . import signature as sig
 from .config import BatchConfig
 from .attempts import FINAL_OK, LEAVE, RUN_ELSEWHERE, RUN_HERE, Attempt, AttemptMachine, DeviceHealth, OpState, left_incomplete
 from .executor import MARK_ENV, Done, Job, LocalExecutor, reap_leftovers
+from .lanes import LaneLost
 from .journal import (
     Journal,
     OpRecord,
@@ -72,6 +73,7 @@ from .progress import PlainProgress, fmt_secs
 from .scheduling import Scheduler, make_scheduler
 
 EXIT_OK, EXIT_FAILURES, EXIT_UNRUN, EXIT_INTERRUPTED = 0, 1, 3, 130
+LOST_LIMIT = 3  # an op whose lane is lost this many times is recorded as crashed
 
 OpTask = OpState  # the name this module used before the state machine moved out
 
@@ -120,6 +122,7 @@ class BatchRunner:
         self.tasks: dict[str, OpState] = {}
         self.inflight: dict[int, Job] = {}
         self.records: dict[str, OpRecord] = {}
+        self.lost: dict[str, list[dict]] = {}  # op -> the lanes lost while it ran there (executor ray)
         self.stopping = False
         self.stop_signal: int | None = None
         self.io_error: OSError | None = None  # the run dir could not be written: the run stops
@@ -318,6 +321,9 @@ class BatchRunner:
         lane = done.job.lane
         self.inflight.pop(lane, None)
         task = self.tasks[done.job.op]
+        if isinstance(done.exc, LaneLost):
+            self._lane_lost(task, lane, str(done.exc))
+            return
         att = self._attempt(task, done)
         if att is None:  # stopped by us (or the run dir is unwritable): the op stays incomplete
             self.progress.lane_idle(lane)
@@ -390,6 +396,29 @@ class BatchRunner:
         if sched.requeue(task.op, avoid={lane}) is None or not sched.devices:
             task.stop_reason = "no healthy device left"
 
+    def _lane_lost(self, task: OpState, lane: int, reason: str) -> None:
+        """The lane's worker is gone with the op it ran (its node died, its process was
+        killed): nothing of the attempt came back, so no attempt is recorded. The lane
+        leaves the run like a bad device, and the op runs again on another lane (after
+        :data:`LOST_LIMIT` lost lanes it is recorded as crashed)."""
+        if lane not in self.health.bad:
+            self.health.bad[lane] = f"lost: {reason}"
+            if self.sched is not None and lane in self.sched.devices:
+                self._device_bad(lane)  # its queue moves; run_identity.json names it
+        lost = self.lost.setdefault(task.op, [])
+        lost.append({"lane": lane, "reason": reason})
+        if self.stopping:
+            self.progress.lane_idle(lane)
+            return  # the op stays incomplete: a resume runs it
+        if len(lost) >= LOST_LIMIT:
+            self._finish_op(task, lane, "crashed", f"its lane was lost {len(lost)} times; last: {reason}")
+            return
+        sched = self.sched
+        assert sched is not None
+        self.progress.lane_idle(lane)
+        if sched.requeue(task.op, avoid={lane}) is None or not sched.devices:
+            task.stop_reason = "no healthy device left"
+
     # -- devices -----------------------------------------------------------------
     def _device_bad(self, lane: int) -> None:
         sched = self.sched
@@ -409,6 +438,8 @@ class BatchRunner:
     def _finish_op(self, task: OpState, lane: int, status: str, error: str | None) -> None:
         op_dir = self.journal.op_dir(task.op)
         extra = merge_level2(op_dir, task.l2_passed, task.l2_failed, op_dirname) if task.level == 2 else {}
+        if task.op in self.lost:
+            extra["lanes_lost"] = self.lost[task.op]
         stolen = self.sched.stolen_from(task.op) if self.sched else None
         result = op_result(task, status=status, error=error, backend=self.cfg.backend.name,
                            node=_describe(self.cfg.targets.get(task.op)), stolen_from=stolen, lane=lane, extra=extra)

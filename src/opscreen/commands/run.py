@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from .. import settings as S
-from ..errors import check_writable_dir, os_error
+from ..errors import UsageError, check_writable_dir, os_error
 from ._common import recorded_backend
 
 NAME = "run"
@@ -95,17 +95,52 @@ def build_config(args, out: Path, journal, replay_dir: Path | None, replay_ident
     dismissed = {op: why for op, why in dismissed.items() if op in targets and op in ops}
     run_ops = [op for op in ops if op not in dismissed]
     shape_source(suite.root, resolved["shape_mode"])
-    spec = args.devices if args.devices is not None else recorded_devices(base, resuming)
-    devices = choose_devices(backend, spec, suite.python)
-    return BatchConfig(
+    executor = None
+    if resolved["executor"] == "ray":  # the lanes of a Ray cluster; a resume takes the cluster as it is now
+        executor, devices = _ray_lanes(backend, resolved, args.devices, suite.python)
+    else:
+        _refuse_ray_options(resolved)
+        spec = args.devices if args.devices is not None else recorded_devices(base, resuming)
+        devices = choose_devices(backend, spec, suite.python)
+    cfg = BatchConfig(
         suite=suite, backend=backend, devices=devices, ops=run_ops, targets=targets, dismissed=dismissed,
         op_dtypes=op_dtype_lists(suite), **{n: resolved[n] for n in S.MEASURE},
         retries=resolved["retries"], steal=resolved["steal"], fatal_threshold=resolved["fatal_threshold"],
         shard=shard, ops_source=source, replay_of=str(replay_dir) if replay_dir else None,
         rerun=[op for op in run_ops if in_place_replay],
         all_ops=(list(recorded.get("ops") or []) if in_place_replay else None),
+        executor=resolved["executor"], address=resolved["address"], ray_env=resolved["ray_env"],
         argv=list(sys.argv), provenance=resolved.provenance(),
     )
+    return cfg, executor
+
+
+def _refuse_ray_options(resolved: S.Resolved) -> None:
+    for name in ("address", "ray_env"):
+        if resolved.sources.get(name) == "flag":
+            raise UsageError(f"{S.BY_NAME[name].display} is for --executor ray (this run's executor is local)")
+
+
+def _ray_lanes(backend, resolved: S.Resolved, spec: str | None, python: str):
+    """The Ray executor (joined to its cluster, its lanes' workers started) and the lanes to run on."""
+    from ..batch.devices import choose_devices
+    from ..batch.ray_executor import RayExecutor
+    from ..batch.scheduling import parse_devices
+
+    ex = RayExecutor(backend, address=resolved["address"], env_names=resolved["ray_env"],
+                     local_count=lambda: len(choose_devices(backend, None, python)))
+    wanted = parse_devices(spec, "--devices")
+    missing = [d for d in wanted or [] if d not in ex.plan]
+    if missing:
+        ex.close()
+        raise UsageError(f"--devices: {', '.join(map(str, missing))} not among the Ray lanes ({ex.describe(ex.lanes)})")
+    lanes = wanted if wanted is not None else ex.lanes
+    ex.start(lanes)
+    for lane, why in sorted(ex.failed.items()):
+        _say(f"Ray lane {lane} left out: {why}")
+    lanes = [d for d in lanes if d not in ex.failed]
+    _say(ex.describe(lanes))
+    return ex, lanes
 
 
 def run(args) -> int:
@@ -122,13 +157,14 @@ def run(args) -> int:
     out = _out_dir(args.out)
     check_writable_dir(out, "--out")  # a read-only place: one line now, not a traceback from the lock
     journal = Journal(out)
-    cfg = build_config(args, out, journal, replay_dir, replay_ident, given)
-    runner = BatchRunner(cfg, journal, progress=make_progress(sys.stdout, False if args.plain else None))
+    cfg, executor = build_config(args, out, journal, replay_dir, replay_ident, given)
+    runner = BatchRunner(cfg, journal, executor=executor, progress=make_progress(sys.stdout, False if args.plain else None))
     # preflight: one collection of the first op still to run, as its child would run
-    # it (the first lane's device); a usage error stops the run before anything is written
+    # it (the first lane's device; with Ray, here on the driver, device 0); a usage
+    # error stops the run before anything is written
     first = next((op for op in cfg.ops if cfg.rerun or not journal.is_complete(op)), None)
     if first is not None:
-        collect(runner.request_factory(first, cfg.devices[0], cfg.dtypes), say=_say)
+        collect(runner.request_factory(first, cfg.devices[0] if executor is None else 0, cfg.dtypes), say=_say)
     try:
         journal.lock()
     except OSError as exc:
