@@ -124,15 +124,19 @@ def test_lanes_are_every_unit_of_the_resource_on_every_alive_node():
     assert forwarded_env({**env, "CUDA_VISIBLE_DEVICES": "3"}, ["CUDA_*"]) == forwarded_env(env)
 
 
-def test_sample_suite_runs_through_ray(cluster, cli, tmp_path):
-    """Real torch children on two lanes; the driver's run dir holds what they measured."""
+@pytest.mark.parametrize("isolation", ["op", "worker"])
+def test_sample_suite_runs_through_ray(cluster, cli, tmp_path, isolation):
+    """Real torch children on two lanes, fresh per op or in each lane's warm worker on its
+    node; the driver's run dir holds what they measured."""
     out = tmp_path / "run"
-    res = cli("run", "--backend", "cpu", "--ops", "abs,relu", "--out", out, "--plain", "--timeout", "300",
-              "--executor", "ray", "--address", cluster, env={"OPSCREEN_MAX_TIME": "0.05"})
+    res = cli("run", "--backend", "cpu", "--ops", "abs,relu,exp", "--out", out, "--plain", "--timeout", "300",
+              "--executor", "ray", "--address", cluster, "--isolation", isolation, env={"OPSCREEN_MAX_TIME": "0.05"})
     assert res.returncode == 0, res.stdout + res.stderr
     assert "resource opscreen_slot, lanes" in res.stderr
     rows = status_rows(out)
-    assert set(rows) == {"abs", "relu"} and {r["status"] for r in rows.values()} == {"passed"}
+    assert set(rows) == {"abs", "relu", "exp"} and {r["status"] for r in rows.values()} == {"passed"}
+    modes = {json.loads((out / "ops" / op / "result.json").read_text())["phases"]["mode"] for op in rows}
+    assert modes == {"worker" if isolation == "worker" else "process"}
     for op in rows:
         d = out / "ops" / op
         assert (d / ".complete").is_file() and (d / "record.log").stat().st_size > 0
@@ -145,7 +149,7 @@ def test_sample_suite_runs_through_ray(cluster, cli, tmp_path):
     res = cli("summary", out)
     assert res.returncode == 0, res.stdout + res.stderr
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["counts"]["ops"] == {"passed": 2} and {r[0] for r in summary["rows"]} == {"abs", "relu"}
+    assert summary["counts"]["ops"] == {"passed": 3} and {r[0] for r in summary["rows"]} == {"abs", "relu", "exp"}
 
 
 def test_fault_suite_statuses_match_the_local_executor(cluster, tmp_path):
