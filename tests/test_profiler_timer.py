@@ -241,6 +241,27 @@ def test_without_kernels_the_fallback_is_direct_for_the_rest_of_the_process(monk
     assert mod.do_bench(marked(True), return_mode="median").timer == "graph-fallback:capture"
 
 
+class BrokenProfiler(FakeProfiler):
+    """A profiler session that raises: the profiler's own failure, or the op's."""
+
+    def __init__(self, error: str):
+        super().__init__()
+        self.error = error
+
+    def session(self, call, n):
+        raise RuntimeError(self.error)
+
+
+def test_a_profiler_that_breaks_falls_back_to_the_direct_timer(monkeypatch, capsys):
+    """An unexpected profiler error never costs the op its row: the shape is timed directly
+    (where an error of the op itself would show again), and so is the rest of the process."""
+    st, mod = _state(monkeypatch, BrokenProfiler("kineto: activity buffer overflow"))
+    out = mod.do_bench(marked(True), return_mode="median")
+    assert out.timer == "graph-fallback:capture" and float(out) == 1.0
+    assert "RuntimeError: kineto: activity buffer overflow" in st.profiler_off
+    assert "profiler failed" in capsys.readouterr().err
+
+
 def test_profiler_fallback_can_be_turned_off(monkeypatch):
     monkeypatch.setenv("OPSCREEN_PROFILER_FALLBACK", "0")
     st, mod = _state(monkeypatch, FakeProfiler())

@@ -706,6 +706,14 @@ class TimingState:
             self.profiler_off = str(exc)
             self._warn_once("profiler-off", f"opscreen timing: profiler unavailable ({exc}); timing directly")
             return None
+        except Exception as exc:  # the profiler broke, or the op did: the direct timer tells which
+            if _errors.classify(exc).fatal:
+                raise
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            self.profiler_off = f"{type(exc).__name__}: {first}"[:300]
+            self._warn_once("profiler-off", f"opscreen timing: profiler failed ({self.profiler_off}); timing directly "
+                            "from here on (an error of the op itself shows again there)")
+            return None
 
     def fallback(self, call: BenchCall, modname: str) -> Result:
         """A shape the graph timer could not time: by the profiler where it sees the
