@@ -10,7 +10,6 @@ nothing lost, duplicated or left running.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -19,20 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from test_batch_faults import Faults, result, status_rows  # noqa: F401 - the shared fixture's class
+from test_batch_faults import faults, result, status_rows  # noqa: F401 - faults: the shared fixture
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture
-def faults(tmp_path):
-    f = Faults(tmp_path)
-    yield f
-    for pid in f.tagged():
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
 
 
 def phases(out: Path, op: str) -> dict:
