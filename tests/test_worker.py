@@ -16,7 +16,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 
 from test_batch_faults import faults, result, status_rows  # noqa: F401 - faults: the shared fixture
 
