@@ -329,7 +329,10 @@ PY
     # same GPU both times): first in warm workers, then a fresh process per op. Carried run dirs
     # .fg/wk and .fg/op are resumed (a pair longer than one call); bench/worker_ab.py compares them.
     seed="${SEED:-20261201}"; n_ops="${N_OPS:-40}"
-    modes="${MODES:-wk op}"  # wk: --isolation worker; op, op2: --isolation op (op2 vs op is the op-vs-op A/A)
+    # wk: --isolation worker; wk1: a worker per op (--max-ops-per-worker 1: the worker's path without
+    # the state earlier ops leave); op, op2: --isolation op (op2 vs op is the op-vs-op A/A).
+    # The next A/A to run (issue 16): N_OPS=12 MODES="op op2 wk1 wk" on a warm cache.
+    modes="${MODES:-wk op}"
     for m in $modes; do [ -d ".fg/$m" ] && cp -r ".fg/$m" "$W/$m"; done
     python3 - "$seed" "$n_ops" > "$W/sample.txt" <<'PY'
 import random, sys, yaml
@@ -338,14 +341,16 @@ print("\n".join(random.Random(int(sys.argv[1])).sample(sorted(inv["ops"]), int(s
 PY
     echo "seed $seed: $(tr '\n' ' ' < "$W/sample.txt")"
     for m in $modes; do
-      iso=worker; [ "$m" != wk ] && iso=op
+      case "$m" in wk) iso="--isolation worker" ;; wk1) iso="--isolation worker --max-ops-per-worker 1" ;; *) iso="--isolation op" ;; esac
       [ "$(left)" -gt 20 ] || break
-      timeout -s INT "$(left)" python3 -m opscreen run --backend cuda --devices all --no-steal --isolation "$iso" \
+      # shellcheck disable=SC2086
+      timeout -s INT "$(left)" python3 -m opscreen run --backend cuda --devices all --no-steal $iso \
           --ops-file "$W/sample.txt" --timeout 300 --out "$W/$m" --plain >> "$W/$m.console" 2>&1
       echo "$m rc=$?"; grep -E "fresh process|could not start" "$W/$m.console" | tail -5; tail -3 "$W/$m.console"
     done
-    python3 bench/worker_ab.py "$W/wk" "$W/op" --json "$W/worker_ab.json"
-    [ -d "$W/op2" ] && python3 bench/worker_ab.py "$W/op2" "$W/op" --json "$W/op_aa.json"
+    for m in wk wk1 op2; do
+      [ -d "$W/$m" ] && [ -d "$W/op" ] && { echo "== $m against op"; python3 bench/worker_ab.py "$W/$m" "$W/op" --json "$W/${m}_vs_op.json"; }
+    done
     ;;
   *) echo "unknown step $step" >&2; exit 2 ;;
 esac

@@ -165,6 +165,9 @@ def _reset_torch(base: Baseline) -> dict:
         try:
             if mod.is_available():
                 mod.synchronize()
+                clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None) if base.device_type == "cuda" else None
+                if clear is not None:  # cuBLAS keeps its workspaces in the caching allocator: let them go too
+                    clear()
                 mod.empty_cache()
                 if hasattr(mod, "memory_allocated"):
                     out["device_allocated_mb"] = round(mod.memory_allocated() / 2**20, 1)

@@ -225,4 +225,5 @@ class Worker:
         last = self.last or {}
         return {"pid": self.pid, "op_index": self.ops, "imports_s": ready.get("imports_s"),
                 "shared_start": self.ops > 1, "rss_mb": last.get("rss_mb"),
-                "device_allocated_mb": last.get("device_allocated_mb"), "hygiene_s": last.get("hygiene_s")}
+                "device_allocated_mb": last.get("device_allocated_mb"), "device_reserved_mb": last.get("device_reserved_mb"),
+                "hygiene_s": last.get("hygiene_s")}
