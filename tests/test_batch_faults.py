@@ -28,6 +28,13 @@ STUB_TORCH = FAULTS / "stub_torch"
 CONTROLLED = ("OP", "OP_FILE", "TEST_NODE", "DTYPES", "USE_FLAGTUNE", "SHAPE_MODE", "ZL_BACKEND", "REPLAY_FROM", "FLAGGEMS_ROOT", "OPSCREEN_BATCH_RUN")
 
 
+def default_signals() -> None:
+    """The runner starts as from a terminal (SIGINT and SIGHUP at their defaults), even when
+    the tests themselves run under nohup or as a script's background job."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 class Faults:
     """One test's fault suite copy, state dir, environment and process tag."""
 
@@ -81,8 +88,10 @@ class Faults:
         e = dict(self.env)
         e.update(env or {})
         return subprocess.Popen(
-            self.argv(out, *args), env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL
+            self.argv(out, *args), env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,
+            preexec_fn=default_signals,
         )
+
 
     def runs(self, op: str) -> int:
         p = self.state / f"{op}.runs"

@@ -232,6 +232,8 @@ def start_harness(args, *, cwd, env, tag, ignore=()):
     from conftest import SRC
 
     def preexec():
+        for name in ("SIGINT", "SIGHUP"):  # as a terminal starts it, even when these tests run under nohup
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
         for name in ignore:
             signal.signal(getattr(signal, name), signal.SIG_IGN)
 
