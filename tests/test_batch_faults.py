@@ -9,6 +9,7 @@ init reaps them).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -26,6 +27,17 @@ SRC = ROOT / "src"
 FAULTS = ROOT / "tests" / "fixtures" / "suites" / "faults"
 STUB_TORCH = FAULTS / "stub_torch"
 CONTROLLED = ("OP", "OP_FILE", "TEST_NODE", "DTYPES", "USE_FLAGTUNE", "SHAPE_MODE", "ZL_BACKEND", "REPLAY_FROM", "FLAGGEMS_ROOT", "OPSCREEN_BATCH_RUN")
+
+
+@contextlib.contextmanager
+def reaped(proc: subprocess.Popen):
+    """Whatever happens inside, the runner ``proc`` is not left running (killed, reaped)."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def default_signals() -> None:
@@ -355,7 +367,7 @@ def test_signal_stops_cleanly_and_resumes(faults, signum, isolation):
     env = {"FAULTS_OP_SLEEP": "30"}
     proc = faults.popen(out, "--ops", ops, "--devices", "0,1", "--timeout", "60", "--grace", "1", "--isolation", isolation,
                         env=env)
-    try:
+    with reaped(proc):
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and sum(faults.runs(f"ok_{c}") for c in "abcdef") < 2:
             time.sleep(0.1)
@@ -364,10 +376,6 @@ def test_signal_stops_cleanly_and_resumes(faults, signum, isolation):
         proc.send_signal(signum)
         stdout, _ = proc.communicate(timeout=30)
         assert time.monotonic() - t0 < 10  # grace 1 s: no waiting for the 30 s ops
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.returncode == 130, stdout
     assert f"{signal.Signals(signum).name}: stopping" in stdout
     faults.assert_no_leftovers()

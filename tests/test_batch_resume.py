@@ -14,7 +14,7 @@ import pytest
 
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_batch_faults import faults, kill_after, result, status_rows  # noqa: E402,F401  (faults: the shared fixture)
+from test_batch_faults import faults, kill_after, result, reaped, status_rows  # noqa: E402,F401  (faults: the shared fixture)
 
 
 OK_OPS = [f"ok_{c}" for c in "abcdefgh"]
@@ -143,7 +143,7 @@ def test_leftovers_of_a_killed_runner_are_reaped_on_resume(faults):
 def sigkill_when_children_run(proc, pid_dir, n: int) -> None:
     """SIGKILL the runner ``proc`` once ``n`` of its children have written their pid
     files into ``pid_dir`` (at most 60 s), so they outlive it."""
-    try:
+    with reaped(proc):
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if pid_dir.is_dir() and len(list(pid_dir.iterdir())) >= n:
@@ -151,10 +151,6 @@ def sigkill_when_children_run(proc, pid_dir, n: int) -> None:
             time.sleep(0.1)
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 def _alive_pids(pids: list[int]) -> list[int]:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_batch_faults import faults, status_rows  # noqa: E402,F401  (faults: the shared fixture)
+from test_batch_faults import faults, reaped, status_rows  # noqa: E402,F401  (faults: the shared fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src"
@@ -206,7 +206,7 @@ def test_signal_during_the_collection_kills_it(faults, signum):
     conftest.write_text(conftest.read_text() + SLOW_IMPORT)
     out = faults.tmp / "run"
     proc = faults.popen(out, "--ops", "ok_a", "--devices", "0", env={"FAULTS_SLOW_CONFTEST": "1"})
-    try:
+    with reaped(proc):
         started = faults.state / "conftest-started"
         deadline = time.monotonic() + 120
         while not started.exists() and time.monotonic() < deadline:
@@ -214,10 +214,6 @@ def test_signal_during_the_collection_kills_it(faults, signum):
         assert started.exists(), "the collection never started"
         proc.send_signal(signum)
         stdout, _ = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.returncode == 130, stdout
     assert not out.exists()
     faults.assert_no_leftovers()

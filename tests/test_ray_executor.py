@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_batch_faults import SRC, Faults, faults, is_alive, result, status_rows  # noqa: E402,F401
+from test_batch_faults import SRC, Faults, faults, is_alive, result, reaped, status_rows  # noqa: E402,F401
 
 LANES = 3
 FAULT_OPS = "ok_a,hang,segv,flaky,broken,fatal,dtype_mixed"
@@ -185,16 +185,12 @@ def test_a_lane_lost_mid_op_runs_the_op_again_elsewhere(cluster, faults):
     out = faults.tmp / "run"
     ops = [f"ok_{c}" for c in "abc"]
     proc = faults.popen(out, "--ops", ",".join(ops), "--timeout", "60", *ray_args(cluster), env={"FAULTS_OP_SLEEP": "8"})
-    try:
+    with reaped(proc):
         child = wait_for_children(faults, 1)[0]
         victim_op = op_of(faults, child, ops)
         os.kill(parent_of(child), signal.SIGKILL)
         assert dies(child, within=4), "the child of a killed worker must not run on (it sleeps 8 s)"
         stdout, _ = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.returncode == 0, stdout
     assert "marked bad: lost:" in stdout
     rows = status_rows(out)
@@ -213,16 +209,12 @@ def test_sigint_stops_every_lane_and_a_resume_finishes(cluster, faults):
     ops = [f"ok_{c}" for c in "abcde"]
     args = ["--ops", ",".join(ops), "--timeout", "60", "--grace", "1", *ray_args(cluster)]
     proc = faults.popen(out, *args, env={"FAULTS_OP_SLEEP": "30"})
-    try:
+    with reaped(proc):
         children = wait_for_children(faults, LANES)
         t0 = time.monotonic()
         proc.send_signal(signal.SIGINT)
         stdout, _ = proc.communicate(timeout=60)
         assert time.monotonic() - t0 < 20  # grace 1 s: the 30 s ops are not waited for
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.returncode == 130, stdout
     assert "SIGINT: stopping" in stdout
     assert not [p for p in children if is_alive(p)]
@@ -244,7 +236,7 @@ def test_driver_sigkill_then_resume_loses_and_repeats_nothing(cluster, faults):
     args = ["--ops", ",".join(ops), "--timeout", "60", "--grace", "0.5", *ray_args(cluster)]
     env = {"FAULTS_OP_SLEEP": "1.5"}
     proc = faults.popen(out, *args, env=env)
-    try:
+    with reaped(proc):
         deadline = time.monotonic() + 120
         running: list[int] = []
         while time.monotonic() < deadline:
@@ -255,10 +247,6 @@ def test_driver_sigkill_then_resume_loses_and_repeats_nothing(cluster, faults):
             time.sleep(0.05)
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert running and len(completed(out)) < len(ops), "the kill came mid-run"
     assert all(dies(pid, within=10) for pid in running), "the killed driver's children run on"
     faults.assert_no_leftovers(wait=15)
