@@ -122,6 +122,17 @@ def test_summary_counts_unresolved_rows_per_op(pair, capsys):
     assert json.loads((b / "summary.json").read_text())["unresolved"]["rows"] == 0
 
 
+def test_summary_band_follows_noise_k(pair, capsys):
+    """``summary --noise-k K`` sizes each row's band as compare does (K x its noise)."""
+    _, b, n16 = pair
+    assert main(["summary", str(b), "--noise-k", "0.001"]) == 0
+    head = json.loads((b / "summary.json").read_text())["unresolved"]
+    assert head["k"] == 0.001 and head["rows"] < n16
+    with pytest.raises(SystemExit) as exit_:
+        main(["summary", str(b), "--noise-k", "0"])
+    assert exit_.value.code == 2 and "--noise-k" in capsys.readouterr().err
+
+
 def test_report_marks_unresolved_rows(pair):
     a, b, n16 = pair
     assert main(["report", str(b), "--against", str(a)]) == 0

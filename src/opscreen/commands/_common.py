@@ -9,7 +9,7 @@ import sys
 from .. import settings as S
 from ..backends import Selection, resolve, select
 from ..errors import UsageError
-from ..results.summary import DEFAULT_MAX_BAND
+from ..results.summary import DEFAULT_MAX_BAND, NOISE_K
 
 
 def add_backend_arguments(p: argparse.ArgumentParser) -> None:
@@ -44,6 +44,24 @@ def percent(text) -> float:
     if v < 0 or v != v:
         raise UsageError(f"a percentage must not be negative: {text!r}")
     return v
+
+
+def noise_k(value: str) -> float:
+    """``--noise-k K``: a finite number > 0 (argparse type; a bad one is one line, exit 2)."""
+    try:
+        k = float(value)
+    except ValueError:
+        k = float("nan")
+    if not (k > 0 and k != float("inf")):
+        raise argparse.ArgumentTypeError(f"{value!r}: give a number > 0 (the band is K x the row's noise)")
+    return k
+
+
+def add_noise_k_argument(p: argparse.ArgumentParser) -> None:
+    """``--noise-k K``: a row's band is K x its recorded noise (compare, summary, report)."""
+    p.add_argument("--noise-k", type=noise_k, default=NOISE_K, metavar="K",
+                   help=f"a row's band is K x its recorded noise, sqrt(noise_A^2 + noise_B^2) between two runs "
+                        f"(default {NOISE_K:g})")
 
 
 def add_max_band_argument(p: argparse.ArgumentParser) -> None:

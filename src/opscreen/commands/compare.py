@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 
 from ..results.compare import (
-    DEFAULT_K,
     DEFAULT_MIN_CHANGE,
     DEFAULT_THRESHOLD,
     MUST_MATCH,
@@ -18,7 +17,7 @@ from ..results.compare import (
     parse_allow,
 )
 from ..results.summary import load_or_build, write_summary
-from ._common import add_max_band_argument, percent
+from ._common import add_max_band_argument, add_noise_k_argument, percent
 
 NAME = "compare"
 HELP = "compare two runs (A = before, B = after) case by case; refuses runs measured differently"
@@ -47,8 +46,7 @@ def add_arguments(p) -> None:
     )  # fmt: skip
     p.add_argument("--threshold", default=str(DEFAULT_THRESHOLD * 100), metavar="PCT",
                    help="relative change called faster/slower for rows without recorded noise (default 3)")
-    p.add_argument("--noise-k", type=float, default=DEFAULT_K, metavar="K",
-                   help="rows with recorded noise: same when within K x sqrt(noise_A^2 + noise_B^2) (default 2)")
+    add_noise_k_argument(p)
     p.add_argument("--min-change", default=str(DEFAULT_MIN_CHANGE * 100), metavar="PCT",
                    help="noise-aware rows: never call a change below PCT faster/slower (default 0.5)")
     p.add_argument("--aa", action="append", default=[], metavar="FILE",

@@ -8,7 +8,7 @@ from pathlib import Path
 from ..results.compare import MUST_MATCH, check_caliber, compare_summaries, parse_allow
 from ..results.report import write_report
 from ..results.summary import load_or_build, write_summary
-from ._common import add_max_band_argument, percent
+from ._common import add_max_band_argument, add_noise_k_argument, percent
 
 NAME = "report"
 HELP = "write a self-contained HTML report of a run (optionally compared with another run)"
@@ -32,6 +32,7 @@ def add_arguments(p) -> None:
     )  # fmt: skip
     p.add_argument("--rebuild", action="store_true", help="re-make the summaries even when summary.json exists")
     add_max_band_argument(p)
+    add_noise_k_argument(p)
 
 
 def run(args) -> int:
@@ -47,11 +48,12 @@ def run(args) -> int:
         if not chk.ok:
             sys.stderr.write(f"opscreen report: {chk.refusal_text()}\n")
             return 2
-        comparison = compare_summaries(a, s, check=chk, max_band=max_band)
+        comparison = compare_summaries(a, s, k=args.noise_k, check=chk, max_band=max_band)
     for summary, built in ((s, s_built), (a, a_built)):
         if built:
             write_summary(summary)
     s.max_band = max_band
+    s.noise_k = args.noise_k
     out = Path(args.out) if args.out else (s.path or Path(args.run_dir)) / "report.html"
     write_report(s, out, comparison)
     print(f"wrote {out}")

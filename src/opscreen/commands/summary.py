@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from ..results.summary import build_summary, format_summary, write_summary
-from ._common import add_max_band_argument, percent
+from ._common import add_max_band_argument, add_noise_k_argument, percent
 
 NAME = "summary"
 HELP = "parse a run's logs into summary.csv / summary.json and print geometric-mean speedups"
@@ -23,12 +23,14 @@ def add_arguments(p) -> None:
     p.add_argument("--out", metavar="DIR", help="write summary.csv/summary.json here (default: RUN_DIR)")
     p.add_argument("--json", action="store_true", help="print the summary's head (counts, geomeans, ops) as JSON")
     add_max_band_argument(p)
+    add_noise_k_argument(p)
 
 
 def run(args) -> int:
     max_band = percent(args.max_band) / 100.0
     s = build_summary(args.run_dir)
     s.max_band = max_band
+    s.noise_k = args.noise_k
     csv_path, json_path = write_summary(s, args.out)
     if args.json:
         head = json.loads(s.to_json_text())

@@ -129,6 +129,7 @@ class Summary:
     version: int = SUMMARY_VERSION
     path: Path | None = None  # folder the summary belongs to (not written)
     max_band: float = DEFAULT_MAX_BAND  # rows with a wider band are "unresolved" (written in the head)
+    noise_k: float = NOISE_K  # a row's band is noise_k x its recorded noise (--noise-k)
 
     # ------------------------------------------------------------ derived figures
     def row_counts(self) -> dict[str, int]:
@@ -179,10 +180,10 @@ class Summary:
         mb = self.max_band if max_band is None else max_band
         by_op: dict[str, int] = {}
         for r in self.rows:
-            b = row_band(r)
+            b = row_band(r, self.noise_k)
             if r[COL["status"]] == "ok" and b is not None and b > mb + 1e-12:
                 by_op[r[COL["op"]]] = by_op.get(r[COL["op"]], 0) + 1
-        return {"max_band": mb, "k": NOISE_K, "rows": sum(by_op.values()), "by_op": dict(sorted(by_op.items()))}
+        return {"max_band": mb, "k": self.noise_k, "rows": sum(by_op.values()), "by_op": dict(sorted(by_op.items()))}
 
     def to_json_text(self) -> str:
         head = {
