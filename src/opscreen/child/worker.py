@@ -143,7 +143,7 @@ def hygiene(base: Baseline) -> dict:
             np.random.seed()
         except Exception:
             pass
-    if not memory:
+    if not base.torch:  # _reset_torch collected already
         gc.collect()
     return {"hygiene_s": round(time.monotonic() - t0, 3), "rss_mb": rss_mb(), **memory}
 
