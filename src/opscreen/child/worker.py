@@ -56,12 +56,16 @@ DONE = "\x1eOPSCREEN-WORKER-DONE "
 PLUGIN_PREFIX = "opscreen.child."
 
 
-def _announce(prefix: str, payload: dict) -> None:
+def _flush() -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except Exception:
             pass
+
+
+def _announce(prefix: str, payload: dict) -> None:
+    _flush()
     os.write(1, (prefix + json.dumps(payload) + "\n").encode())
 
 
@@ -209,11 +213,7 @@ def run_one(msg: dict) -> int:
         traceback.print_exc()
         return 3
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:
-                pass
+        _flush()
 
 
 def main() -> None:
@@ -235,16 +235,8 @@ def main() -> None:
             ran = time.time() - started
             _announce(DONE, {"id": msg.get("id"), "rc": rc, "op_s": round(ran, 3), **hygiene(base)})
     # asked to exit, or the harness is gone: no finalizers (a second of torch teardown) to wait for
-    _announce_flush()
+    _flush()
     os._exit(0)
-
-
-def _announce_flush() -> None:
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:
-            pass
 
 
 if __name__ == "__main__":

@@ -60,21 +60,16 @@ class LaneRunner:
         self.worker: Worker | None = None
         self.fresh_only = fresh_only if fresh_only is not None else set()
         self._lock = lock or threading.Lock()
-        self.recycled: list[str] = []  # why each earlier worker of this lane was closed
         self.no_worker: str | None = None  # why this lane runs fresh processes only (a worker could not start)
 
     def run(self, req: OpRequest, out_dir: Path, *, stop: threading.Event | None = None,
             echo: Callable[[str], None] | None = None) -> OpOutcome:
-        from .repeats import run_repeated
         from .run import run_op
 
         with self._lock:
             fresh = req.op in self.fresh_only
-        if req.isolation != "worker" or fresh or self.no_worker:
-            return run_op(req, out_dir, stop=stop, echo=echo)
-        if int(req.repeats) > 1:
-            return run_repeated(req, out_dir, self.run_in_worker, stop=stop, echo=echo)
-        return self.run_in_worker(req, out_dir, stop=stop, echo=echo)
+        warm = req.isolation == "worker" and not fresh and not self.no_worker
+        return run_op(req, out_dir, stop=stop, echo=echo, once=self.run_in_worker if warm else None)
 
     def run_in_worker(self, req: OpRequest, out_dir: Path, *, stop: threading.Event | None = None,
                       echo: Callable[[str], None] | None = None) -> OpOutcome:
@@ -140,9 +135,9 @@ class LaneRunner:
             self._discard(why)
 
     def _discard(self, why: str) -> None:
+        """Close the lane's worker (``why`` says what ended it, for the reader of the call)."""
         if self.worker is not None:
-            self.worker.close(grace=1.0) if self.worker.alive() else self.worker.kill(grace=0.5)
-            self.recycled.append(why)
+            self.worker.close(grace=1.0)  # a dead one is only reaped
             self.worker = None
 
     def close(self) -> None:

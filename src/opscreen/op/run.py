@@ -296,16 +296,19 @@ def run_op(
     *,
     stop: threading.Event | None = None,
     echo: Callable[[str], None] | None = None,
+    once: Callable[..., OpOutcome] | None = None,
 ) -> OpOutcome:
-    """Run one op: one child process, or ``req.repeats`` of them merged (repeats.py)."""
+    """Run one op: one child, or ``req.repeats`` of them merged (repeats.py). ``once`` runs
+    each child (default :func:`run_once`, a fresh process; a lane's warm worker: op/lane.py)."""
     planned_timing(req.backend)
     shape_source(req.suite.root, req.shape_mode)
     out_dir = Path(out_dir).resolve()
     if _stopped(stop):  # stopped before anything ran: an earlier result stays as it was
         return OpOutcome("interrupted", EXIT_INTERRUPTED, None, 0.0, _interrupted(stop), out_dir, "")
+    once = once or run_once
     if int(req.repeats) > 1:
-        return run_repeated(req, out_dir, run_once, stop=stop, echo=echo)
-    return run_once(req, out_dir, stop=stop, echo=echo)
+        return run_repeated(req, out_dir, once, stop=stop, echo=echo)
+    return once(req, out_dir, stop=stop, echo=echo)
 
 
 class FreshProcess:
