@@ -21,13 +21,15 @@
 #   bash bench/device/h200_checks.sh sample      # SEED/N_OPS random inventory ops, defaults, every GPU; resumes .fg/run
 #   bash bench/device/h200_checks.sh workers     # SEED/N_OPS random ops, --no-steal: --isolation worker, then op; resumes .fg/wk, .fg/op
 #   bash bench/device/h200_checks.sh profiler    # issue 18: profiler vs graph vs direct (3 processes), A/A of uncapturable ops
+#   bash bench/device/h200_checks.sh lanes18     # issue 18: two-lane A/A of uncapturable + graph ops, then one lane alone
+#   bash bench/device/h200_checks.sh wkcause     # issue 16: op, worker, worker resting between ops, op again; GPU clocks logged
 #
 # The FlagGems copy is an archive of ed2508b (not a checkout): OPSCREEN_SUITE_COMMIT declares it.
 #
 # Everything lands in $OUT (the device tool brings back at most 8 files, so each step
 # leaves one tarball and prints its figures last). Budget each step under 9 minutes.
 set -u
-step="${1:?usage: h200_checks.sh inventory|mm|fallback|aa|screen|lanes|mm-split|l2|repeats|placement|repeats3|run-aa|mm-repeats|processes|rest|sample|workers|profiler}"
+step="${1:?usage: h200_checks.sh inventory|mm|fallback|aa|screen|lanes|mm-split|l2|repeats|placement|repeats3|run-aa|mm-repeats|processes|rest|sample|workers|profiler|lanes18|wkcause}"
 cd "$(dirname "$0")/../.."
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH="/tmp/site:$PWD/src" FLAGGEMS_ROOT="$PWD/.fg/FlagGems" PYTHONUNBUFFERED=1
@@ -350,6 +352,61 @@ PY
     done
     for m in wk wk1 op2; do
       [ -d "$W/$m" ] && [ -d "$W/op" ] && { echo "== $m against op"; python3 bench/worker_ab.py "$W/$m" "$W/op" --json "$W/${m}_vs_op.json"; }
+    done
+    ;;
+  lanes18)
+    # Issue 18 on 2 GPUs: the profiler check (graph vs profiler vs direct, fresh processes, GPU 0
+    # alone), then the same screen twice with both lanes busy (A, B: the two-lane A/A of the
+    # uncapturable ops' profiler rows and of graph rows), then GPU 0's ops of A again with
+    # GPU 0's lane alone (C: one lane against two lanes on the same GPU).
+    OPS=${OPS:-fake_quantize_per_channel_affine_cachemask,index_add_,nll_loss_backward,reshape_and_cache,to_copy,repeat_interleave_tensor,ge,instance_norm}
+    timeout -s INT "${CHECK_S:-150}" python3 bench/device/profiler_check.py --processes "${CHECK_N:-2}" \
+        --json "$W/profiler_check.json" > "$W/profiler_check.txt" 2>&1; echo "profiler_check rc=$?"
+    tail -30 "$W/profiler_check.txt"
+    for r in A B; do
+      timeout -s INT "$(left)" python3 -m opscreen run --backend cuda --devices all --no-steal --isolation op \
+          --ops "$OPS" --timeout 300 --out "$W/$r" --plain > "$W/$r.console" 2>&1
+      echo "run $r rc=$? at $SECONDS s"; tail -2 "$W/$r.console"
+    done
+    ops0=$(python3 -c "import json,sys,pathlib; print(','.join(sorted(json.loads(p.read_text())['op'] for p in pathlib.Path(sys.argv[1]).glob('ops/*/result.json') if json.loads(p.read_text()).get('device') in (0,'0'))))" "$W/A")
+    echo "GPU 0 ops of A: $ops0"
+    timeout -s INT "$(left)" python3 -m opscreen run --backend cuda --devices 0 --isolation op \
+        --ops "$ops0" --timeout 300 --out "$W/C" --plain > "$W/C.console" 2>&1
+    echo "run C rc=$? at $SECONDS s"; tail -2 "$W/C.console"
+    for pair in "B A" "C A" "C B"; do set -- $pair
+      echo "== A/A $1 against $2"; python3 bench/worker_ab.py "$W/$1" "$W/$2" --json "$W/aa_$1$2.json" | grep "^A/A"
+    done
+    python3 -m opscreen summary "$W/A" | tail -30
+    python3 -m opscreen compare "$W/A" "$W/B" > "$W/compare.txt" 2>&1; echo "compare rc=$?"; head -40 "$W/compare.txt"
+    ;;
+  wkcause)
+    # Issue 16: why later ops of a worker read differently from a fresh process. The same ops,
+    # every GPU, --no-steal: op (fresh processes; compiles), worker, worker resting REST_S between
+    # ops (the device idle as long as a fresh process's start), op again (the op-vs-op baseline).
+    # SM clock, temperature and power every 200 ms in smi.csv.
+    seed="${SEED:-20261201}"; n_ops="${N_OPS:-12}"
+    python3 - "$seed" "$n_ops" > "$W/sample.txt" <<'PY'
+import random, sys, yaml
+inv = yaml.safe_load(open("ops/flaggems-inventory.yaml"))
+print("\n".join(random.Random(int(sys.argv[1])).sample(sorted(inv["ops"]), int(sys.argv[2]))))
+PY
+    echo "seed $seed: $(tr '\n' ' ' < "$W/sample.txt")"
+    nvidia-smi --query-gpu=timestamp,index,clocks.sm,clocks.mem,temperature.gpu,power.draw,clocks_throttle_reasons.active \
+        --format=csv,noheader,nounits -lms 200 > "$W/smi.csv" 2>&1 & smi=$!
+    for m in ${MODES:-op wk wkrest op2}; do
+      case "$m" in wk) iso="--isolation worker" ;; wkrest) iso="--isolation worker" ;; *) iso="--isolation op" ;; esac
+      rest=0; [ "$m" = wkrest ] && rest="${REST_S:-8}"
+      [ "$(left)" -gt 30 ] || { echo "$m: skipped (time)"; continue; }
+      echo "$m start $(date +%H:%M:%S.%N)" >> "$W/marks.txt"
+      # shellcheck disable=SC2086
+      OPSCREEN_WORKER_REST_S=$rest timeout -s INT "$(left)" python3 -m opscreen run --backend cuda --devices all \
+          --no-steal $iso --ops-file "$W/sample.txt" --timeout 300 --out "$W/$m" --plain > "$W/$m.console" 2>&1
+      echo "$m rc=$? at $SECONDS s"; tail -2 "$W/$m.console"
+      echo "$m end $(date +%H:%M:%S.%N)" >> "$W/marks.txt"
+    done
+    kill "$smi" 2>/dev/null
+    for m in wk wkrest op2; do
+      [ -d "$W/$m" ] && { echo "== $m against op"; python3 bench/worker_ab.py "$W/$m" "$W/op" --json "$W/${m}_vs_op.json" | grep -E "^A/A|^(worker|op) "; }
     done
     ;;
   *) echo "unknown step $step" >&2; exit 2 ;;

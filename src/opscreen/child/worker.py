@@ -51,6 +51,9 @@ ENV_PREIMPORT = "OPSCREEN_WORKER_PREIMPORT"  # comma-separated modules imported 
 ENV_DEVICE_TYPE = "OPSCREEN_WORKER_DEVICE_TYPE"
 ENV_SUITE_ROOT = "OPSCREEN_WORKER_SUITE_ROOT"
 ENV_KEEP = "OPSCREEN_WORKER_KEEP"  # comma-separated top-level packages under the suite root that stay imported
+# seconds the worker waits after an op's hygiene, the device idle (a diagnostic: a fresh
+# process leaves the device idle for its start and imports before each op; see README)
+ENV_REST = "OPSCREEN_WORKER_REST_S"
 READY = "\x1eOPSCREEN-WORKER-READY "
 DONE = "\x1eOPSCREEN-WORKER-DONE "
 PLUGIN_PREFIX = "opscreen.child."
@@ -196,6 +199,13 @@ def rss_mb() -> float | None:
             return None
 
 
+def _rest_s(text: str) -> float:
+    try:
+        return max(0.0, float(text)) if text else 0.0
+    except ValueError:
+        return 0.0
+
+
 def run_one(msg: dict) -> int:
     """One op: its environment and working directory, then a fresh pytest session."""
     os.environ.clear()
@@ -221,6 +231,7 @@ def main() -> None:
     fd = int(os.environ[ENV_CONTROL_FD])
     names = [n for n in os.environ.get(ENV_PREIMPORT, "").split(",") if n]
     done, errors = preimport(names)
+    rest = _rest_s(os.environ.get(ENV_REST, ""))
     base = Baseline(os.environ.get(ENV_SUITE_ROOT, ""), [n for n in os.environ.get(ENV_KEEP, "").split(",") if n],
                     os.environ.get(ENV_DEVICE_TYPE, "cpu"))
     _announce(READY, {"pid": os.getpid(), "imports_s": round(time.time() - t0, 3), "imported": done,
@@ -233,7 +244,11 @@ def main() -> None:
             started = time.time()
             rc = run_one(msg)
             ran = time.time() - started
-            _announce(DONE, {"id": msg.get("id"), "rc": rc, "op_s": round(ran, 3), **hygiene(base)})
+            after = hygiene(base)
+            if rest:
+                time.sleep(rest)
+                after["rest_s"] = rest
+            _announce(DONE, {"id": msg.get("id"), "rc": rc, "op_s": round(ran, 3), **after})
     # asked to exit, or the harness is gone: no finalizers (a second of torch teardown) to wait for
     _flush()
     os._exit(0)
