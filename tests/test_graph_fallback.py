@@ -496,6 +496,44 @@ def test_torch_recover_refuses_a_stream_left_capturing():
     assert api._stream is None  # a fresh side stream next time
 
 
+class StreamDev(FakeDev):
+    """A device module whose ``Stream()`` draws from a pool, as torch's does: each call
+    gives the next stream."""
+
+    def __init__(self):
+        super().__init__()
+        self.drawn = 0
+
+    def Stream(self):
+        self.drawn += 1
+        return f"pool-stream-{self.drawn}"
+
+    @contextlib.contextmanager
+    def stream(self, s):
+        self.current = s
+        yield
+
+
+def test_side_stream_is_the_processs_own_across_sessions_and_new_after_a_failed_capture():
+    """A warm worker imports the graph plugin afresh for every op: each new API object
+    must replay on the stream a fresh process's first op would (the first one drawn),
+    not draw the pool's next one; after a failed capture the next one is new."""
+    from opscreen.child import persist
+
+    dev = StreamDev()
+    persist.forget_side_stream(("torch.cuda.CUDAGraph", 0))
+    seen = []
+    for _ in range(3):  # three ops of one worker, each with its own plugin objects
+        api = _torch_api(dev)
+        with api.stream():
+            seen.append(dev.current)
+    assert seen == ["pool-stream-1"] * 3 and dev.drawn == 1
+    api.recover()
+    with _torch_api(dev).stream():
+        assert dev.current == "pool-stream-2"
+    persist.forget_side_stream(("torch.cuda.CUDAGraph", 0))
+
+
 class LaunchBoundOp(Op):
     """A tiny kernel whose eager calls are dominated by host launch overhead:
     ``host_ms`` per eager call on top of ``ms`` of device time; a graph replays the

@@ -116,11 +116,14 @@ def test_runner_killed_while_its_workers_run_then_resumed(faults):
 
 
 HYGIENE = r"""
-import json, logging, os, random, sys
+import json, logging, os, random, signal, sys
 sys.path.insert(0, sys.argv[1])
 import torch
 from opscreen.child import worker
 base = worker.Baseline("", [], "cpu")
+import opscreen.child.persist, opscreen.child.estimator  # what an op imports: one kept, one dropped
+estimator = opscreen.child.estimator
+signal.signal(signal.SIGTERM, lambda *a: None)  # an op's handler (it holds its module)
 fresh = {"dtype": str(torch.get_default_dtype()), "grad": torch.is_grad_enabled(), "draw": torch.rand(3).tolist()}
 torch.manual_seed(base.torch["seed"])
 fresh["draw"] = torch.rand(3).tolist()
@@ -131,20 +134,29 @@ logging.getLogger("some.suite").addHandler(logging.NullHandler())
 sys.path.append("/left/behind")
 report = worker.hygiene(base)
 after = {"dtype": str(torch.get_default_dtype()), "grad": torch.is_grad_enabled(), "draw": torch.rand(3).tolist()}
+import opscreen.child
 print(json.dumps({"fresh": fresh, "after": after, "report": report,
-                  "handlers": len(logging.getLogger("some.suite").handlers), "path": "/left/behind" in sys.path}))
+                  "handlers": len(logging.getLogger("some.suite").handlers), "path": "/left/behind" in sys.path,
+                  "sigterm_default": signal.getsignal(signal.SIGTERM) is signal.SIG_DFL,
+                  "persist_kept": "opscreen.child.persist" in sys.modules,
+                  "estimator_dropped": "opscreen.child.estimator" not in sys.modules,
+                  "estimator_unbound": getattr(opscreen.child, "estimator", None) is not estimator}))
 """
 
 
 def test_hygiene_restores_torch_state_logging_and_path():
     """Between ops the worker puts torch back as a fresh process has it (default dtype,
-    grad mode, the generator's start seed), and drops handlers and path entries."""
+    grad mode, the generator's start seed), drops handlers, path entries and the op's
+    signal handlers, and drops opscreen's plugin modules, also from their package's
+    attributes (else they live on with what they hold), except persist.py."""
     res = subprocess.run([sys.executable, "-c", HYGIENE, str(ROOT / "src")], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     got = json.loads(res.stdout.strip().splitlines()[-1])
     assert got["after"] == got["fresh"]
     assert got["handlers"] == 0 and got["path"] is False
     assert got["report"]["rss_mb"] > 0
+    assert got["sigterm_default"] and got["persist_kept"]
+    assert got["estimator_dropped"] and got["estimator_unbound"]
 
 
 def test_op_repeats_share_one_worker_when_asked(faults):

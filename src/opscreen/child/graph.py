@@ -42,6 +42,7 @@ from typing import Any, Callable, Optional
 
 from . import config as _config
 from . import fatal as _errors
+from . import persist as _persist
 from . import timed_value as _timed
 from .timing import Result, Settings, adaptive_sample, calls_per_sample, warm_up
 
@@ -129,8 +130,8 @@ class TorchGraphAPI(GraphAPI):
     """torch's graph classes (``torch.cuda.CUDAGraph`` and its vendor twins).
 
     Lifecycle: built once per process by :class:`GraphProvider`; resolves the
-    device module lazily; keeps one side stream, replaced after any failed
-    capture, and one L2 flush buffer (2 x the device's L2 size, or 256 MiB).
+    device module lazily; keeps one side stream (the process's, from
+    :mod:`opscreen.child.persist`), replaced after any failed capture, and one L2 flush buffer (2 x the device's L2 size, or 256 MiB).
     """
 
     def __init__(self, graph_api: str = DEFAULT_GRAPH_API, device_type: Optional[str] = None,
@@ -162,10 +163,13 @@ class TorchGraphAPI(GraphAPI):
     @contextlib.contextmanager
     def stream(self):
         dev = self.dev()
-        if self._stream is None:
-            self._stream = dev.Stream()
+        if self._stream is None:  # one per process and device (a warm worker's ops share it: persist.py)
+            self._stream = _persist.side_stream(self._stream_key(), dev.Stream)
         with dev.stream(self._stream):
             yield
+
+    def _stream_key(self) -> tuple:
+        return (self.graph_api, self._index())
 
     def synchronize(self) -> None:
         self.dev().synchronize()
@@ -287,7 +291,9 @@ class TorchGraphAPI(GraphAPI):
             gen.graphsafe_set_state(saved)
 
     def recover(self) -> None:
-        self._stream = None  # never capture again on a stream whose capture went wrong
+        if self._stream is not None:  # never capture again on a stream whose capture went wrong
+            _persist.forget_side_stream(self._stream_key())
+        self._stream = None
         self.synchronize()
         if self.is_capturing():
             raise GraphStateError("the current stream is still capturing after a failed capture")

@@ -617,6 +617,10 @@ class TimingState:
         return done
 
     def uninstall(self) -> None:
+        """Put the originals back and let go of the last measured callable: it holds the
+        op's inputs (gigabytes on a device), and a warm worker's next op must not find
+        them still allocated (this module can outlive the session that imported it)."""
+        self.previous = None
         for (modname, attr), original in list(self.originals.items()):
             module = sys.modules.get(modname)
             current = getattr(module, attr, None) if module else None

@@ -20,10 +20,13 @@ start and the imports of torch and the library, which are most of an op's cost.
 Between ops (:func:`hygiene`) the worker makes the next op see what a fresh process
 would: it synchronises the device and frees its cached memory, re-seeds torch (its
 seed at start), Python's and NumPy's generators, restores torch's default dtype and
-grad mode, removes logging handlers the op added, restores ``sys.path``, drops the
-modules the op imported from the suite's test tree (its conftest and benchmark
-modules, so their globals start fresh) and every ``opscreen.child`` plugin module,
-and collects garbage. It then reports its memory so that the harness can recycle it.
+grad mode, removes logging handlers the op added, restores ``sys.path`` and the
+signal handlers, drops the modules the op imported from the suite's test tree (its
+conftest and benchmark modules, so their globals start fresh) and every
+``opscreen.child`` plugin module but :mod:`opscreen.child.persist` (also from their
+package's attributes: a dropped module that something still holds keeps its globals,
+and with them the op's last timed callable and its inputs, alive), and collects
+garbage. It then reports its memory so that the harness can recycle it.
 
 Output: the op's stdout and stderr go to the worker's own (a pipe the harness reads
 into the op's ``run.log``); after each op the worker prints one :data:`DONE` line
@@ -42,6 +45,7 @@ import json
 import logging
 import os
 import random
+import signal
 import sys
 import time
 import traceback
@@ -57,6 +61,7 @@ ENV_REST = "OPSCREEN_WORKER_REST_S"
 READY = "\x1eOPSCREEN-WORKER-READY "
 DONE = "\x1eOPSCREEN-WORKER-DONE "
 PLUGIN_PREFIX = "opscreen.child."
+KEPT_PLUGIN_MODULES = (__name__, "opscreen.child.persist")  # what the process keeps across ops (persist.py)
 
 
 def _flush() -> None:
@@ -97,6 +102,7 @@ class Baseline:
         self.keep = set(keep)
         self.device_type = device_type
         self.handlers = {name: list(lg.handlers) for name, lg in _loggers()}
+        self.signals = _signal_handlers()
         self.torch: dict = {}
         torch = sys.modules.get("torch")
         try:
@@ -105,6 +111,18 @@ class Baseline:
                               "grad": torch.is_grad_enabled()}
         except Exception:  # not a torch this worker knows how to reset: leave it be
             self.torch = {}
+
+
+def _signal_handlers() -> dict:
+    out = {}
+    for sig in (signal.SIGTERM, signal.SIGINT, getattr(signal, "SIGHUP", None), getattr(signal, "SIGUSR1", None),
+                getattr(signal, "SIGUSR2", None), getattr(signal, "SIGALRM", None)):
+        if sig is not None:
+            try:
+                out[sig] = signal.getsignal(sig)
+            except (ValueError, OSError):
+                pass
+    return out
 
 
 def _loggers():
@@ -117,7 +135,7 @@ def _loggers():
 def _suite_module(base: Baseline, name: str, mod) -> bool:
     """A module the op imported from the suite's tree (its conftest and test modules),
     not from the library the worker keeps."""
-    if name.startswith(PLUGIN_PREFIX) and name != __name__:
+    if name.startswith(PLUGIN_PREFIX) and name not in KEPT_PLUGIN_MODULES:
         return True
     if name in base.modules or base.suite_root is None:
         return False
@@ -125,6 +143,19 @@ def _suite_module(base: Baseline, name: str, mod) -> bool:
     if not path or name.split(".")[0] in base.keep:
         return False
     return os.path.realpath(path).startswith(base.suite_root)
+
+
+def _unbind(name: str, mod) -> None:
+    """Drop the attribute by which a kept parent package still holds a dropped module
+    (``opscreen.child.timing`` on ``opscreen.child``): else the module, its globals and
+    whatever they hold (the op's last timed callable and its inputs) live on."""
+    parent, _, leaf = name.rpartition(".")
+    pkg = sys.modules.get(parent) if parent else None
+    if pkg is not None and getattr(pkg, leaf, None) is mod:
+        try:
+            delattr(pkg, leaf)
+        except AttributeError:
+            pass
 
 
 def hygiene(base: Baseline) -> dict:
@@ -141,7 +172,14 @@ def hygiene(base: Baseline) -> dict:
     for name, mod in list(sys.modules.items()):
         if _suite_module(base, name, mod):
             del sys.modules[name]
+            _unbind(name, mod)
     sys.path[:] = base.path
+    for sig, handler in base.signals.items():  # an op's handlers (and the modules they hold) go with it
+        if handler is not None and signal.getsignal(sig) is not handler:
+            try:
+                signal.signal(sig, handler)
+            except (ValueError, OSError, TypeError):
+                pass
     memory = _reset_torch(base)
     random.seed()
     np = sys.modules.get("numpy")
