@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 
 import pytest
 
@@ -355,3 +356,32 @@ def test_summary_json_input_and_bad_version(runs, tmp_path, capsys):
     (b / "summary.json").write_text(json.dumps(js))
     assert main(["compare", str(a), str(b)]) == 2
     assert "version 99" in capsys.readouterr().err
+
+
+def test_a_summary_older_than_its_run_is_built_again(runs, capsys):
+    """compare on a run interrupted half-way writes its summary.json; a resume then finishes
+    an op: the next compare must see it, not the summary of the half run."""
+    a, b = runs("a"), runs("b")
+    assert main(["compare", str(a), str(b)]) == 0
+    op = sorted((b / "ops").iterdir())[0]
+    res = op / "result.json"
+    before = json.loads((b / "summary.json").read_text())["ops"]
+    d = json.loads(res.read_text())
+    assert d["status"] == "passed"
+    d.update(status="timeout", error="timed out after 300 s")  # what the resumed op recorded
+    res.write_text(json.dumps(d))
+    status = b / "ops_status.csv"
+    rows = list(csv.reader(status.read_text().splitlines()))
+    col = rows[0].index("status")
+    for r in rows[1:]:
+        if r[0] == op.name:
+            r[col] = "timeout"
+    with status.open("w", newline="") as fh:
+        csv.writer(fh).writerows(rows)
+    later = (b / "summary.json").stat().st_mtime_ns + 10**9
+    for f in (res, status):
+        os.utime(f, ns=(later, later))
+    capsys.readouterr()
+    assert main(["compare", str(a), str(b)]) == 0
+    after = json.loads((b / "summary.json").read_text())["ops"]
+    assert before[0]["status"] == "passed" and after[0]["op"] == op.name and after[0]["status"] == "timeout"

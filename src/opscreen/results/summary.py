@@ -47,6 +47,7 @@ __all__ = [
     "load_summary",
     "ensure_summary",
     "load_or_build",
+    "summary_is_stale",
     "format_summary",
     "geomean",
     "resolve_run",
@@ -640,14 +641,38 @@ def load_summary(path: str | Path) -> Summary:
     )
 
 
+def summary_is_stale(d: Path) -> bool:
+    """A run/op dir's ``summary.json`` is older than what it summarises: an op finished,
+    was resumed, retried or cleared after it was written (``ops_status.csv``, an op's
+    ``result.json`` or ``record.log`` is newer)."""
+    try:
+        made = (d / "summary.json").stat().st_mtime_ns
+    except OSError:
+        return True
+    sources = [d / "ops_status.csv", d / "result.json", d / "record.log"]
+    ops = d / "ops"
+    if ops.is_dir():
+        for op in ops.iterdir():
+            sources += [op / "result.json", op / "record.log"]
+    for f in sources:
+        try:
+            if f.stat().st_mtime_ns > made:
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def load_or_build(path: str | Path, *, rebuild: bool = False) -> tuple[Summary, bool]:
     """Load ``summary.json`` from a run/op dir (or a summary.json path), else build the
-    summary; writes nothing. Returns ``(summary, built)``: ``built`` says it is not on
-    disk yet (:func:`write_summary` it once the caller has decided to go on)."""
+    summary; writes nothing. A ``summary.json`` older than the run it summarises (a
+    resume finished more ops since) is built again. Returns ``(summary, built)``:
+    ``built`` says it is not on disk yet (:func:`write_summary` it once the caller has
+    decided to go on)."""
     p = Path(path)
     if p.is_file() and p.suffix == ".json":
         return load_summary(p), False
-    if not rebuild and (p / "summary.json").is_file():
+    if not rebuild and (p / "summary.json").is_file() and not summary_is_stale(p):
         return load_summary(p), False
     return build_summary(p), True
 
