@@ -333,7 +333,7 @@ PY
     seed="${SEED:-20261201}"; n_ops="${N_OPS:-40}"
     # wk: --isolation worker; wk1: a worker per op (--max-ops-per-worker 1: the worker's path without
     # the state earlier ops leave); op, op2: --isolation op (op2 vs op is the op-vs-op A/A).
-    # The next A/A to run (issue 16): N_OPS=12 MODES="op op2 wk1 wk" on a warm cache.
+    # The next A/A to run (issue 16): the wkcause step below, MODES="op wk op2".
     modes="${MODES:-wk op}"
     for m in $modes; do [ -d ".fg/$m" ] && cp -r ".fg/$m" "$W/$m"; done
     python3 - "$seed" "$n_ops" > "$W/sample.txt" <<'PY'
