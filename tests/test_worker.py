@@ -174,3 +174,25 @@ def test_op_repeats_share_one_worker_when_asked(faults):
         if isolation == "worker":
             assert len({p["worker"]["pid"] for p in ph}) == 1 and [p["worker"]["op_index"] for p in ph] == [1, 2, 3]
     faults.assert_no_leftovers()
+
+
+def test_the_preflight_collects_in_the_worker_that_runs_the_lanes_first_op(faults):
+    """With warm workers the run's preflight collection runs in a new worker for the first
+    lane, which then runs that lane's ops: the imports are paid once, not twice."""
+    out = faults.tmp / "run"
+    res = faults.run(out, "--devices", "0", "--ops", "ok_a,ok_b", "--isolation", "worker", "--timeout", "60")
+    assert res.returncode == 0, res.stdout + res.stderr
+    ws = [phases(out, op)["worker"] for op in ("ok_a", "ok_b")]
+    assert len({w["pid"] for w in ws}) == 1
+    assert sorted(w["op_index"] for w in ws) == [1, 2]  # the collection is not counted as an op
+    assert all(w["preflight"] and w["shared_start"] for w in ws)
+    faults.assert_no_leftovers()
+
+
+def test_a_preflight_refused_in_a_worker_leaves_no_worker(faults):
+    out = faults.tmp / "run"
+    res = faults.run(out, "--ops", "ok_a", "--devices", "0", "--isolation", "worker", "--", "--bogus")
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "unrecognized arguments: --bogus" in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert not out.exists()
+    faults.assert_no_leftovers()

@@ -241,6 +241,16 @@ def marked_pids(key: str, value: str | Callable[[str], bool]) -> list[int]:
     return found
 
 
+def _parent(pid: int) -> int | None:
+    """``pid``'s parent pid (Linux /proc), None when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+        return int(stat[stat.rindex(b")") + 2:].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def same_dir(a: str, b: str) -> bool:
     """True when paths ``a`` and ``b`` name one directory (through symlinks,
     ``..`` or another mount of it)."""
@@ -258,8 +268,10 @@ def reap_leftovers(run_dir: str, timeout: float = 5.0) -> list[int]:
 
     The marker is compared by the directory it names, not by its spelling: a
     runner started with ``--out LINK`` and a resume with ``--out REAL`` (or the
-    other way round) are the same run dir."""
-    pids = marked_pids(MARK_ENV, lambda value: same_dir(value, run_dir))
+    other way round) are the same run dir. This runner's own children (the warm worker
+    its preflight left for a lane) are not leftovers."""
+    me = os.getpid()
+    pids = [p for p in marked_pids(MARK_ENV, lambda value: same_dir(value, run_dir)) if _parent(p) != me]
     own_group = os.getpgrp()
     for pid in pids:
         try:

@@ -17,9 +17,9 @@ from ..backends import cpusets, select
 from ..batch.devices import choose_devices
 from ..errors import OpscreenError, UsageError, check_path, check_writable_dir, read_input
 from ..fsio import is_storage_error, write_error
+from ..op.lane import LaneRunner, close_parked
 from ..op.preflight import check_interpreter, collect
 from ..op.request import OpRequest, StopRequest
-from ..op.lane import LaneRunner
 from ..op.run import shape_source
 from ..providers.flaggems import NodeSpec, Suite, safe_dir_name
 from ._common import recorded_backend
@@ -98,7 +98,8 @@ def build_request(args) -> OpRequest:
         provenance=resolved.provenance(),
         cpuset=cpusets.plan(backend, [resolved["device"]], resolved["cpu_pinning"]).get(resolved["device"]),
     )
-    collect(req, say=lambda line: sys.stderr.write(f"opscreen op: {line}\n"))
+    # --repeats N in a warm worker: the collection runs in the worker that then runs them
+    collect(req, say=lambda line: sys.stderr.write(f"opscreen op: {line}\n"), warm=int(req.repeats or 1) > 1)
     return req
 
 
@@ -128,5 +129,6 @@ def run(args) -> int:
             raise OpscreenError(write_error(exc, out / "run.log")) from None
         finally:
             lane.close()
+            close_parked()
     echo(f"opscreen op: {req.op} {outcome.status}; results in {outcome.out_dir}\n")
     return outcome.exit_code

@@ -148,6 +148,7 @@ def run(args) -> int:
     from ..batch.progress import make_progress
     from ..batch.resume import load_settings
     from ..batch.session import BatchRunner
+    from ..op.lane import close_parked
     from ..op.preflight import collect
 
     S.check_given_values(args, S.RUN)
@@ -162,17 +163,22 @@ def run(args) -> int:
     # preflight: one collection of the first op still to run, as its child would run
     # it (the first lane's device; with Ray, here on the driver, device 0); a usage
     # error stops the run before anything is written
+    # (with warm workers on this machine, in the worker that then runs the lane's first op)
     first = next((op for op in cfg.ops if cfg.rerun or not journal.is_complete(op)), None)
-    if first is not None:
-        collect(runner.request_factory(first, cfg.devices[0] if executor is None else 0, cfg.dtypes), say=_say)
     try:
-        journal.lock()
-    except OSError as exc:
-        raise os_error(exc, "--out", out) from None
-    try:
-        summary = runner.run()
+        if first is not None:
+            collect(runner.request_factory(first, cfg.devices[0] if executor is None else 0, cfg.dtypes), say=_say,
+                    warm=executor is None)
+        try:
+            journal.lock()
+        except OSError as exc:
+            raise os_error(exc, "--out", out) from None
+        try:
+            summary = runner.run()
+        finally:
+            journal.unlock()
     finally:
-        journal.unlock()
+        close_parked()
     return summary.exit_code
 
 

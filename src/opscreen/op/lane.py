@@ -101,20 +101,13 @@ class LaneRunner:
 
     def _worker_for(self, req: OpRequest, env_for: Callable[[Path], dict], shim_for) -> Worker:
         """The lane's worker for ``req``: the current one when it is alive and shares the
-        op's environment (:func:`worker_key`), else a new one."""
+        op's environment (:func:`worker_key`), else the one the preflight left for it, else
+        a new one."""
         key = worker_key(req, env_for(Path(os.devnull)))
         if self.worker is not None and (self.worker.key != key or not self.worker.alive()):
             self._discard("the next op needs another environment" if self.worker.alive() else "it died")
         if self.worker is None:
-            extra = {ENV_PREIMPORT: ",".join(preimports(req)), ENV_DEVICE_TYPE: req.backend.device_type,
-                     ENV_SUITE_ROOT: str(req.suite.root), ENV_KEEP: req.suite.library}
-
-            def spawn_env(shim: Path) -> dict:
-                env = {k: v for k, v in env_for(shim).items() if k not in PER_OP_KEYS[:-1]}
-                return {**env, **extra}
-
-            self.worker = Worker(req.suite.python, spawn_env, req.suite.root, key, shim_for,
-                                 cpus=req.cpuset.cpus if req.cpuset else None)
+            self.worker = adopt(key) or start_worker(req, env_for, shim_for, key)
         return self.worker
 
     def _maybe_recycle(self, req: OpRequest) -> None:
@@ -142,6 +135,59 @@ class LaneRunner:
 
     def close(self) -> None:
         self._discard("the lane ended")
+
+
+def start_worker(req: OpRequest, env_for: Callable[[Path], dict], shim_for, key: tuple | None = None) -> Worker:
+    """A new worker for ``req``'s environment (less the per-op variables), pinned to its
+    CPU set; it imports :func:`preimports` while the caller goes on."""
+    extra = {ENV_PREIMPORT: ",".join(preimports(req)), ENV_DEVICE_TYPE: req.backend.device_type,
+             ENV_SUITE_ROOT: str(req.suite.root), ENV_KEEP: req.suite.library}
+
+    def spawn_env(shim: Path) -> dict:
+        env = {k: v for k, v in env_for(shim).items() if k not in PER_OP_KEYS[:-1]}
+        return {**env, **extra}
+
+    if key is None:
+        key = worker_key(req, env_for(Path(os.devnull)))
+    return Worker(req.suite.python, spawn_env, req.suite.root, key, shim_for, cpus=req.cpuset.cpus if req.cpuset else None)
+
+
+def worker_for_request(req: OpRequest) -> Worker:
+    """:func:`start_worker` with the environment ``req``'s own child would get."""
+    from .run import child_env, python_shim
+
+    return start_worker(req, lambda shim: child_env(req, Path(os.devnull), shim), python_shim)
+
+
+# Workers that ran the preflight collection of a run (and paid its imports), waiting for the
+# first lane runner whose op shares their key; the rest are closed when the run ends.
+_PARKED: list[Worker] = []
+_PARKED_LOCK = threading.Lock()
+
+
+def park(worker: Worker) -> None:
+    """Keep ``worker`` (alive and idle) for the first lane that needs its key."""
+    with _PARKED_LOCK:
+        _PARKED.append(worker)
+
+
+def adopt(key: tuple) -> Worker | None:
+    """A parked worker with ``key``, still alive, taken out of the park; else None."""
+    with _PARKED_LOCK:
+        for w in list(_PARKED):
+            if w.key == key and w.alive():
+                _PARKED.remove(w)
+                return w
+    return None
+
+
+def close_parked() -> None:
+    """Close the parked workers no lane took (the run ended, or was refused)."""
+    with _PARKED_LOCK:
+        left = list(_PARKED)
+        _PARKED.clear()
+    for w in left:
+        w.close(grace=1.0)
 
 
 def worker_key(req: OpRequest, env: dict) -> tuple:

@@ -134,12 +134,36 @@ def usage_problem(
     return None
 
 
-def collect(req, *, say: Callable[[str], None]) -> None:
+def collect(req, *, say: Callable[[str], None], warm: bool = False) -> None:
     """One ``pytest --collect-only`` of ``req``'s node, as its child would run it
     (``req`` is an :class:`opscreen.op.run.OpRequest`); a :class:`UsageError`
     when pytest refuses the arguments, one line to ``say`` when the collection
-    fails for another reason, nothing when it collects."""
+    fails for another reason, nothing when it collects.
+
+    ``warm`` (a run whose lanes will keep warm workers, ``req.isolation`` "worker"):
+    the collection runs in a new warm worker for ``req``'s lane, which then waits
+    (:func:`opscreen.op.lane.park`) for the lane's first op: the imports the
+    collection pays are the ones that op would pay. The caller closes what no lane
+    took (:func:`opscreen.op.lane.close_parked`)."""
+    from .lane import park, worker_for_request
     from .run import run_once
+
+    worker = worker_for_request(req) if warm and req.isolation == "worker" else None
+    try:
+        _collect(req, say, run_once, worker)
+    except BaseException:
+        if worker is not None:
+            worker.close(grace=1.0)
+        raise
+    if worker is not None:
+        if worker.alive() and worker.ready is not None:
+            worker.preflight, worker.ops = True, 0  # the lane's first op is still its first
+            park(worker)
+        else:
+            worker.close(grace=1.0)
+
+
+def _collect(req, say: Callable[[str], None], run_once, worker) -> None:
 
     probe = replace(
         req,
@@ -152,7 +176,8 @@ def collect(req, *, say: Callable[[str], None]) -> None:
     stop = threading.Event()
     try:
         with tempfile.TemporaryDirectory(prefix="opscreen-preflight-") as tmp, _stop_on_signals(stop):
-            outcome = run_once(probe, Path(tmp), stop=stop)
+            outcome = run_once(probe, Path(tmp), stop=stop, launcher=worker) if worker is not None else \
+                run_once(probe, Path(tmp), stop=stop)
             log = Path(tmp) / "run.log"
             lines = log.read_text(encoding="utf-8", errors="replace").splitlines() if log.is_file() else []
     except OSError as exc:  # no room for a temp dir, say: the children will show
