@@ -196,3 +196,21 @@ def test_a_preflight_refused_in_a_worker_leaves_no_worker(faults):
     assert "unrecognized arguments: --bogus" in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
     assert not out.exists()
     faults.assert_no_leftovers()
+
+
+def test_every_lanes_worker_starts_with_the_preflight(faults):
+    """Two lanes: lane 0's worker ran the preflight, lane 1's was started beside it; both
+    then ran their lane's ops, and nothing is left running."""
+    out = faults.tmp / "run"
+    ops = ("ok_a", "ok_b", "leak_a", "leak_b")
+    res = faults.run(out, "--devices", "0,1", "--ops", ",".join(ops), "--isolation", "worker", "--timeout", "60",
+                     "--no-steal")
+    assert res.returncode == 0, res.stdout + res.stderr
+    ws = {op: phases(out, op)["worker"] for op in ops}
+    by_pid = {}
+    for w in ws.values():
+        by_pid.setdefault(w["pid"], []).append(w)
+    assert len(by_pid) == 2, ws
+    assert all(w["early"] for w in ws.values())
+    assert sorted(any(w["preflight"] for w in group) for group in by_pid.values()) == [False, True]
+    faults.assert_no_leftovers()

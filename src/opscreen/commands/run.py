@@ -148,7 +148,7 @@ def run(args) -> int:
     from ..batch.progress import make_progress
     from ..batch.resume import load_settings
     from ..batch.session import BatchRunner
-    from ..op.lane import close_parked
+    from ..op.lane import close_parked, prestart
     from ..op.preflight import collect
 
     S.check_given_values(args, S.RUN)
@@ -164,8 +164,12 @@ def run(args) -> int:
     # it (the first lane's device; with Ray, here on the driver, device 0); a usage
     # error stops the run before anything is written
     # (with warm workers on this machine, in the worker that then runs the lane's first op)
-    first = next((op for op in cfg.ops if cfg.rerun or not journal.is_complete(op)), None)
+    todo = [op for op in cfg.ops if cfg.rerun or not journal.is_complete(op)]
+    first = todo[0] if todo else None
     try:
+        if first is not None and executor is None:  # the other lanes' warm workers import meanwhile
+            for device in cfg.devices[1:len(todo)]:
+                prestart(runner.request_factory(first, device, cfg.dtypes))
         if first is not None:
             collect(runner.request_factory(first, cfg.devices[0] if executor is None else 0, cfg.dtypes), say=_say,
                     warm=executor is None)

@@ -167,8 +167,17 @@ _PARKED_LOCK = threading.Lock()
 
 def park(worker: Worker) -> None:
     """Keep ``worker`` (alive and idle) for the first lane that needs its key."""
+    worker.early = True
     with _PARKED_LOCK:
         _PARKED.append(worker)
+
+
+def prestart(req: OpRequest) -> None:
+    """With ``req.isolation`` "worker": start the warm worker of ``req``'s lane now and
+    park it, so that its imports overlap what the run does before the lane's first op
+    (the preflight); a lane with nothing to run gets it closed with the run."""
+    if req.isolation == "worker":
+        park(worker_for_request(req))
 
 
 def adopt(key: tuple) -> Worker | None:

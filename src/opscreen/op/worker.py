@@ -55,6 +55,7 @@ class Worker:
         env = env_for(self.shim)
         self.ops = 0  # requests sent (the ops'; a preflight collection's is not counted)
         self.preflight = False  # it ran the run's preflight collection (and paid the imports then)
+        self.early = False  # started before its lane's first op (with the preflight), then parked
         self.ready: dict | None = None  # the worker's READY line: pid, imports_s, rss_mb
         self.last: dict | None = None  # its last DONE line: rc, op_s, hygiene_s, rss_mb, device_*_mb
         self._lines: queue.SimpleQueue = queue.SimpleQueue()
@@ -225,6 +226,6 @@ class Worker:
         ready = self.ready or {}
         last = self.last or {}
         return {"pid": self.pid, "op_index": self.ops, "imports_s": ready.get("imports_s"),
-                "shared_start": self.ops > 1 or self.preflight, "preflight": self.preflight, "rss_mb": last.get("rss_mb"),
+                "shared_start": self.ops > 1 or self.preflight, "preflight": self.preflight, "early": self.early, "rss_mb": last.get("rss_mb"),
                 "device_allocated_mb": last.get("device_allocated_mb"), "device_reserved_mb": last.get("device_reserved_mb"),
                 "hygiene_s": last.get("hygiene_s")}
