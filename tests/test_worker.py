@@ -190,8 +190,9 @@ def test_the_preflight_collects_in_the_worker_that_runs_the_lanes_first_op(fault
 
 
 def test_a_preflight_refused_in_a_worker_leaves_no_worker(faults):
+    """Lane 0's worker ran the refused collection, lane 1's was importing: both are gone."""
     out = faults.tmp / "run"
-    res = faults.run(out, "--ops", "ok_a", "--devices", "0", "--isolation", "worker", "--", "--bogus")
+    res = faults.run(out, "--ops", "ok_a,ok_b", "--devices", "0,1", "--isolation", "worker", "--", "--bogus")
     assert res.returncode == 2, res.stdout + res.stderr
     assert "unrecognized arguments: --bogus" in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
     assert not out.exists()
