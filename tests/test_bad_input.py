@@ -139,6 +139,15 @@ def test_run_refuses_empty_and_impossible_values(empty, args, needle):
     nothing_in(empty)
 
 
+@pytest.mark.parametrize("command", [["run", "--ops", "abs", "--plain"], ["op", "abs"]], ids=["run", "op"])
+@pytest.mark.parametrize("name, value", [("OPSCREEN_WORKER_MAX_RSS_MB", "lots"), ("OPSCREEN_WORKER_MAX_DEVICE_MB", "-1"),
+                                         ("OPSCREEN_WORKER_CANARY_TOL", "0")])
+def test_bad_worker_bounds_in_the_environment(empty, command, name, value):
+    res = run_in(empty, *command, "--backend", "cpu", "--isolation", "worker", env={name: value})
+    refused(res, f"{name}={value!r}", "not a positive number")
+    nothing_in(empty)
+
+
 def test_ops_with_a_line_break(empty):
     refused(run_in(empty, "run", "--backend", "cpu", "--ops", "abs\nadd", "--plain"), "line break", "--ops-file")
     nothing_in(empty)

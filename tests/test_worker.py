@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 
 from test_batch_faults import faults, result, status_rows  # noqa: F401 - faults: the shared fixture
 
@@ -215,3 +217,117 @@ def test_every_lanes_worker_starts_with_the_preflight(faults):
     assert all(w["early"] for w in ws.values())
     assert sorted(any(w["preflight"] for w in group) for group in by_pid.values()) == [False, True]
     faults.assert_no_leftovers()
+
+
+class _FakeCuda:
+    """torch.cuda as the canary uses it: each replay of a graph of n kernels takes
+    n x ``per_kernel_ms`` of device time."""
+
+    def __init__(self, per_kernel_ms):
+        import contextlib
+
+        self.per_kernel_ms = per_kernel_ms
+        self.captured = 0
+        self.capturing = False
+        self.streams = 0
+        fake = self
+
+        class Graph:
+            def replay(self):
+                fake.clock += fake.captured * fake.per_kernel_ms
+
+            def reset(self):
+                pass
+
+        class Event:
+            def __init__(self, enable_timing=False):
+                self.t = None
+
+            def record(self):
+                self.t = fake.clock
+
+            def synchronize(self):
+                pass
+
+            def elapsed_time(self, other):
+                return other.t - self.t
+
+        class Stream:
+            def __init__(self):
+                fake.streams += 1
+
+            def synchronize(self):
+                pass
+
+        @contextlib.contextmanager
+        def graph(g, stream=None, capture_error_mode="global"):
+            fake.capturing = True
+            yield
+            fake.capturing = False
+
+        self.clock = 0.0
+        self.CUDAGraph, self.Event, self.Stream, self.graph = Graph, Event, Stream, graph
+        self.stream = lambda s: contextlib.nullcontext()
+
+    def is_available(self):
+        return True
+
+    def current_device(self):
+        return 0
+
+    def empty_cache(self):
+        pass
+
+
+class _FakeTorch:
+    def __init__(self, per_kernel_ms):
+        self.cuda = _FakeCuda(per_kernel_ms)
+
+    def zeros(self, n, device=None):
+        cuda = self.cuda
+
+        class T:
+            def add_(self, v):
+                if cuda.capturing:
+                    cuda.captured += 1
+
+        return T()
+
+
+def test_canary_reads_device_time_per_kernel_of_its_graph_on_the_processs_stream():
+    from opscreen.child import persist, worker
+
+    persist.forget_side_stream(("torch.cuda.CUDAGraph", 0))
+    fake = _FakeTorch(per_kernel_ms=0.00093)
+    assert worker.canary_us("cuda", fake) == pytest.approx(0.93)
+    assert worker.canary_us("cuda", _FakeTorch(per_kernel_ms=0.00111)) == pytest.approx(1.11)
+    assert fake.cuda.streams == 1  # the process's side stream, kept for the graph timer (persist.py)
+    assert worker.canary_us("cpu", fake) is None
+    broken = _FakeTorch(0.001)
+    broken.zeros = None  # anything the canary cannot do: no reading, no error
+    persist.forget_side_stream(("torch.cuda.CUDAGraph", 0))
+    assert worker.canary_us("cuda", broken) is None
+    persist.forget_side_stream(("torch.cuda.CUDAGraph", 0))
+
+
+def test_a_worker_whose_canary_rises_is_replaced():
+    """After an op, a canary reading over the worker's start's by more than the tolerance
+    replaces the worker (the next op gets a fresh one); within it, the worker stays."""
+    from opscreen.op import lane as L
+
+    class FakeWorker:
+        def __init__(self, start, now):
+            self.ops, self.ready, self.last, self.closed = 1, {"canary_us": start}, {"canary_us": now}, False
+
+        def close(self, grace=5.0):
+            self.closed = True
+
+    class Req:
+        max_ops_per_worker = 100
+
+    runner = L.LaneRunner()
+    for start, now, replaced in ((0.93, 0.95, False), (0.93, 1.11, True), (None, 1.11, False), (0.93, None, False)):
+        w = runner.worker = FakeWorker(start, now)
+        runner._maybe_recycle(Req())
+        assert w.closed is replaced and (runner.worker is None) is replaced, (start, now)
+    assert L.canary_drift({"canary_us": 0.93}, {"canary_us": 1.11}) == pytest.approx(0.1935, abs=1e-3)

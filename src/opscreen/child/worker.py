@@ -26,7 +26,8 @@ conftest and benchmark modules, so their globals start fresh) and every
 ``opscreen.child`` plugin module but :mod:`opscreen.child.persist` (also from their
 package's attributes: a dropped module that something still holds keeps its globals,
 and with them the op's last timed callable and its inputs, alive), and collects
-garbage. It then reports its memory so that the harness can recycle it.
+garbage. It then reports its memory and its canary (:func:`canary_us`: a fixed graph of
+tiny kernels, also read once after the imports) so that the harness can recycle it.
 
 Output: the op's stdout and stderr go to the worker's own (a pipe the harness reads
 into the op's ``run.log``); after each op the worker prints one :data:`DONE` line
@@ -46,6 +47,7 @@ import logging
 import os
 import random
 import signal
+import statistics
 import sys
 import time
 import traceback
@@ -237,6 +239,54 @@ def rss_mb() -> float | None:
             return None
 
 
+CANARY_NODES = 200  # one-element additions in the canary's graph
+CANARY_REPLAYS = 15
+
+
+def canary_us(device_type: str, torch=None) -> float | None:
+    """The worker's canary: device time per kernel (us) of a graph of :data:`CANARY_NODES`
+    one-element additions, replayed on the process's side stream (the one the graph timer
+    replays on: persist.py), median of :data:`CANARY_REPLAYS` replays timed by device
+    events. Taken once after the imports (what a fresh process reads) and after every op's
+    hygiene: on an H200 a worker's later ops replayed every kernel about 0.18 us slower
+    (bench/results/2026-11-30-h200-workers.md), which this reads as a rise, and the harness
+    then replaces the worker. None without a CUDA/HIP device, or when it cannot be taken."""
+    torch = torch if torch is not None else sys.modules.get("torch")
+    if torch is None or device_type != "cuda":
+        return None
+    try:
+        cuda = torch.cuda
+        if not cuda.is_available():
+            return None
+        from opscreen.child import persist
+
+        stream = persist.side_stream(("torch.cuda.CUDAGraph", cuda.current_device()), cuda.Stream)
+        x = torch.zeros(1, device="cuda")
+        graph = cuda.CUDAGraph()
+        with cuda.stream(stream):
+            x.add_(1)  # warm: the kernel loaded before the capture
+        stream.synchronize()
+        with cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
+            for _ in range(CANARY_NODES):
+                x.add_(1)
+        times = []
+        with cuda.stream(stream):
+            graph.replay()
+            for _ in range(CANARY_REPLAYS):
+                begin, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+                begin.record()
+                graph.replay()
+                end.record()
+                end.synchronize()
+                times.append(begin.elapsed_time(end))
+        graph.reset()
+        del x
+        cuda.empty_cache()
+        return round(statistics.median(times) * 1e3 / CANARY_NODES, 4)
+    except Exception:  # a canary that cannot be taken says nothing; the op's own errors show in the op
+        return None
+
+
 def _rest_s(text: str) -> float:
     try:
         return max(0.0, float(text)) if text else 0.0
@@ -273,7 +323,7 @@ def main() -> None:
     base = Baseline(os.environ.get(ENV_SUITE_ROOT, ""), [n for n in os.environ.get(ENV_KEEP, "").split(",") if n],
                     os.environ.get(ENV_DEVICE_TYPE, "cpu"))
     _announce(READY, {"pid": os.getpid(), "imports_s": round(time.time() - t0, 3), "imported": done,
-                      "import_errors": errors, "rss_mb": rss_mb()})
+                      "import_errors": errors, "rss_mb": rss_mb(), "canary_us": canary_us(base.device_type)})
     with os.fdopen(fd, "r", encoding="utf-8") as ctrl:
         for line in ctrl:
             msg = json.loads(line)
@@ -283,6 +333,7 @@ def main() -> None:
             rc = run_one(msg)
             ran = time.time() - started
             after = hygiene(base)
+            after["canary_us"] = canary_us(base.device_type)
             if rest:
                 time.sleep(rest)
                 after["rest_s"] = rest

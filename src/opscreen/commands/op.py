@@ -17,7 +17,7 @@ from ..backends import cpusets, select
 from ..batch.devices import choose_devices
 from ..errors import OpscreenError, UsageError, check_path, check_writable_dir, read_input
 from ..fsio import is_storage_error, write_error
-from ..op.lane import LaneRunner, close_parked
+from ..op.lane import LaneRunner, close_parked, worker_bounds
 from ..op.preflight import check_interpreter, collect
 from ..op.request import OpRequest, StopRequest
 from ..op.run import shape_source
@@ -79,6 +79,7 @@ def build_request(args) -> OpRequest:
     preflight collection (opscreen.op.preflight)."""
     S.check_given_values(args, S.OP)
     given = S.resolve(S.OP, args, os.environ)
+    worker_bounds()  # the warm worker's recycle bounds (--repeats with --isolation worker): a bad one is one line
     rp = load_replay(given["replay_from"]) if given["replay_from"] else {}
     resolved = given.over(rp)
     backend = _backend(args, rp)

@@ -148,11 +148,12 @@ def run(args) -> int:
     from ..batch.progress import make_progress
     from ..batch.resume import load_settings
     from ..batch.session import BatchRunner
-    from ..op.lane import close_parked, prestart
+    from ..op.lane import close_parked, prestart, worker_bounds
     from ..op.preflight import collect
 
     S.check_given_values(args, S.RUN)
     given = S.resolve(S.RUN, args, os.environ)  # flags and environment, validated before anything is looked up
+    worker_bounds()  # the warm workers' recycle bounds from the environment: a bad one is one line now
     replay_dir = Path(args.replay_from).expanduser().absolute() if args.replay_from else None
     replay_ident = load_settings(replay_dir, "--replay-from") if replay_dir else None
     out = _out_dir(args.out)

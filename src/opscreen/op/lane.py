@@ -14,9 +14,9 @@ and runs each op in it, with these guarantees:
   group) and the next op of the lane starts a fresh one. Later attempts of that op
   (retries, dtype fallback) run in fresh processes on every lane.
 - **Recycling.** A worker is closed after ``max_ops_per_worker`` ops, when its
-  resident memory after an op passes :data:`MAX_RSS_MB` or the device memory still
-  allocated after the hygiene passes :data:`MAX_DEVICE_MB` (both overridable in the
-  environment), and when an op needs a different environment or interpreter than the
+  resident memory after an op passes :data:`MAX_RSS_MB`, the device memory still
+  allocated after the hygiene passes :data:`MAX_DEVICE_MB`, or its canary kernel reads
+  more than :data:`CANARY_TOL` over its start's (all overridable in the environment), and when an op needs a different environment or interpreter than the
   worker was started with (the key: everything but the per-op variables).
 - **Interrupts.** A stopped op is ``interrupted`` as in a fresh process (its worker
   killed), never run again.
@@ -35,6 +35,7 @@ from typing import Callable
 
 from ..child.config import ENV_CONFIG, ENV_SPAWNED_AT
 from ..child.worker import ENV_DEVICE_TYPE, ENV_KEEP, ENV_PREIMPORT, ENV_SUITE_ROOT
+from ..errors import UsageError
 from .request import OpOutcome, OpRequest
 from .worker import Worker
 
@@ -44,8 +45,35 @@ PER_OP_KEYS = (ENV_CONFIG, ENV_SPAWNED_AT, "PYTEST_ADDOPTS", "PYTHONPATH")
 #: FlagGems worker held 0.8 GiB after its first op and grew by a median 66 MiB per op (1.6 GiB
 #: after 16); an op could leave up to 1 GiB of device memory allocated (a leak the hygiene
 #: cannot free). The host bound sits above 100 ops of that growth.
-MAX_RSS_MB = float(os.environ.get("OPSCREEN_WORKER_MAX_RSS_MB", "") or 8192)
-MAX_DEVICE_MB = float(os.environ.get("OPSCREEN_WORKER_MAX_DEVICE_MB", "") or 2048)
+def _env_number(name: str, default: float) -> float:
+    """A positive number from the environment variable ``name``; a bad one is a usage error."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        raise UsageError(f"{name}={text!r} is not a positive number; set it to one (default {default:g}) or unset it")
+    return value
+
+
+def worker_bounds() -> dict:
+    """The recycle bounds from the environment (a bad value is a :class:`UsageError`: the
+    commands call this before anything is written): ``rss_mb`` :data:`MAX_RSS_MB`,
+    ``device_mb`` :data:`MAX_DEVICE_MB`, ``canary_tol`` :data:`CANARY_TOL` by default."""
+    return {"rss_mb": _env_number("OPSCREEN_WORKER_MAX_RSS_MB", MAX_RSS_MB),
+            "device_mb": _env_number("OPSCREEN_WORKER_MAX_DEVICE_MB", MAX_DEVICE_MB),
+            "canary_tol": _env_number("OPSCREEN_WORKER_CANARY_TOL", CANARY_TOL)}
+
+
+MAX_RSS_MB = 8192.0
+MAX_DEVICE_MB = 2048.0
+#: A worker whose canary (opscreen.child.worker.canary_us: device time per kernel of a fixed graph
+#: of tiny kernels) reads this much over its own reading after the imports is replaced. The
+#: effect it guards against was +19 % (0.93 -> 1.11 us a kernel) on an H200.
+CANARY_TOL = 0.05
 WORKER_LOG = "worker.log"
 PASSED = ("passed",)
 
@@ -61,6 +89,7 @@ class LaneRunner:
         self.fresh_only = fresh_only if fresh_only is not None else set()
         self._lock = lock or threading.Lock()
         self.no_worker: str | None = None  # why this lane runs fresh processes only (a worker could not start)
+        self.bounds = worker_bounds()
 
     def run(self, req: OpRequest, out_dir: Path, *, stop: threading.Event | None = None,
             echo: Callable[[str], None] | None = None) -> OpOutcome:
@@ -118,12 +147,15 @@ class LaneRunner:
         why = None
         if w.ops >= int(req.max_ops_per_worker):
             why = f"{w.ops} ops (--max-ops-per-worker)"
-        elif (last.get("rss_mb") or 0) > MAX_RSS_MB:
-            why = f"resident memory {last['rss_mb']:.0f} MiB > {MAX_RSS_MB:.0f}"
-        elif (last.get("device_allocated_mb") or 0) > MAX_DEVICE_MB:
-            why = f"device memory still allocated {last['device_allocated_mb']:.0f} MiB > {MAX_DEVICE_MB:.0f}"
+        elif (last.get("rss_mb") or 0) > self.bounds["rss_mb"]:
+            why = f"resident memory {last['rss_mb']:.0f} MiB > {self.bounds['rss_mb']:.0f}"
+        elif (last.get("device_allocated_mb") or 0) > self.bounds["device_mb"]:
+            why = f"device memory still allocated {last['device_allocated_mb']:.0f} MiB > {self.bounds['device_mb']:.0f}"
         elif last.get("device_error"):
             why = f"device check failed: {last['device_error']}"
+        elif canary_drift(w.ready or {}, last) > self.bounds["canary_tol"]:
+            why = (f"its canary reads {last['canary_us']:.3f} us a kernel, over its start's "
+                   f"{w.ready['canary_us']:.3f} us")
         if why:
             self._discard(why)
 
@@ -135,6 +167,15 @@ class LaneRunner:
 
     def close(self) -> None:
         self._discard("the lane ended")
+
+
+def canary_drift(ready: dict, last: dict) -> float:
+    """How far a worker's canary after an op reads over its reading after the imports
+    (a fraction; 0 when either is missing)."""
+    start, now = ready.get("canary_us"), last.get("canary_us")
+    if not start or not now or start <= 0:
+        return 0.0
+    return now / start - 1.0
 
 
 def start_worker(req: OpRequest, env_for: Callable[[Path], dict], shim_for, key: tuple | None = None) -> Worker:
