@@ -405,6 +405,15 @@ PY
       echo "$m end $(date +%H:%M:%S.%N)" >> "$W/marks.txt"
     done
     kill "$smi" 2>/dev/null
+    # the workers' canary (device time per kernel of a fixed graph) after their imports and after each op
+    for m in wk wkrest; do [ -d "$W/$m" ] && python3 - "$W/$m" <<'PY'
+import json, pathlib, sys
+for f in sorted(pathlib.Path(sys.argv[1]).glob("ops/*/result.json")):
+    w = (json.loads(f.read_text()).get("phases") or {}).get("worker") or {}
+    print(f"{sys.argv[1].rsplit('/', 1)[-1]:7s} {f.parent.name:36s} pid {w.get('pid')} #{w.get('op_index')} "
+          f"canary start {w.get('canary_start_us')} us, after {w.get('canary_us')} us")
+PY
+    done
     for m in wk wkrest op2; do
       [ -d "$W/$m" ] && { echo "== $m against op"; python3 bench/worker_ab.py "$W/$m" "$W/op" --json "$W/${m}_vs_op.json" | grep -E "^A/A|^(worker|op) "; }
     done
