@@ -146,11 +146,10 @@ def collect(req, *, say: Callable[[str], None], warm: bool = False) -> None:
     collection pays are the ones that op would pay. The caller closes what no lane
     took (:func:`opscreen.op.lane.close_parked`)."""
     from .lane import park, worker_for_request
-    from .run import run_once
 
     worker = worker_for_request(req) if warm and req.isolation == "worker" else None
     try:
-        _collect(req, say, run_once, worker)
+        _collect(req, say, worker)
     except BaseException:
         if worker is not None:
             worker.close(grace=1.0)
@@ -163,7 +162,9 @@ def collect(req, *, say: Callable[[str], None], warm: bool = False) -> None:
             worker.close(grace=1.0)
 
 
-def _collect(req, say: Callable[[str], None], run_once, worker) -> None:
+def _collect(req, say: Callable[[str], None], worker) -> None:
+    """:func:`collect`'s collection, in ``worker`` or (None) a fresh process."""
+    from .run import FRESH, run_once
 
     probe = replace(
         req,
@@ -176,8 +177,7 @@ def _collect(req, say: Callable[[str], None], run_once, worker) -> None:
     stop = threading.Event()
     try:
         with tempfile.TemporaryDirectory(prefix="opscreen-preflight-") as tmp, _stop_on_signals(stop):
-            outcome = run_once(probe, Path(tmp), stop=stop, launcher=worker) if worker is not None else \
-                run_once(probe, Path(tmp), stop=stop)
+            outcome = run_once(probe, Path(tmp), stop=stop, launcher=worker or FRESH)
             log = Path(tmp) / "run.log"
             lines = log.read_text(encoding="utf-8", errors="replace").splitlines() if log.is_file() else []
     except OSError as exc:  # no room for a temp dir, say: the children will show
