@@ -521,7 +521,7 @@ def test_side_stream_is_the_processs_own_across_sessions_and_new_after_a_failed_
     from opscreen.child import persist
 
     dev = StreamDev()
-    persist.forget_side_stream(("torch.cuda.CUDAGraph", 0))
+    persist.forget_side_stream("cuda", 0)
     seen = []
     for _ in range(3):  # three ops of one worker, each with its own plugin objects
         api = _torch_api(dev)
@@ -531,7 +531,7 @@ def test_side_stream_is_the_processs_own_across_sessions_and_new_after_a_failed_
     api.recover()
     with _torch_api(dev).stream():
         assert dev.current == "pool-stream-2"
-    persist.forget_side_stream(("torch.cuda.CUDAGraph", 0))
+    persist.forget_side_stream("cuda", 0)
 
 
 class LaunchBoundOp(Op):

@@ -297,7 +297,7 @@ class _FakeTorch:
 def test_canary_reads_device_time_per_kernel_of_its_graph_on_the_processs_stream():
     from opscreen.child import persist, worker
 
-    persist.forget_side_stream(("torch.cuda.CUDAGraph", 0))
+    persist.forget_side_stream("cuda", 0)
     fake = _FakeTorch(per_kernel_ms=0.00093)
     assert worker.canary_us("cuda", fake) == pytest.approx(0.93)
     assert worker.canary_us("cuda", _FakeTorch(per_kernel_ms=0.00111)) == pytest.approx(1.11)
@@ -305,9 +305,9 @@ def test_canary_reads_device_time_per_kernel_of_its_graph_on_the_processs_stream
     assert worker.canary_us("cpu", fake) is None
     broken = _FakeTorch(0.001)
     broken.zeros = None  # anything the canary cannot do: no reading, no error
-    persist.forget_side_stream(("torch.cuda.CUDAGraph", 0))
+    persist.forget_side_stream("cuda", 0)
     assert worker.canary_us("cuda", broken) is None
-    persist.forget_side_stream(("torch.cuda.CUDAGraph", 0))
+    persist.forget_side_stream("cuda", 0)
 
 
 def test_a_worker_whose_canary_rises_is_replaced():

@@ -200,17 +200,22 @@ def _ancestors() -> set[int]:
     pids = {os.getpid()}
     pid = os.getpid()
     for _ in range(64):
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as fh:
-                data = fh.read()
-            ppid = int(data[data.rindex(b")") + 2 :].split()[1])
-        except (OSError, ValueError, IndexError):
-            break
-        if ppid <= 1 or ppid in pids:
+        ppid = _parent(pid)
+        if ppid is None or ppid <= 1 or ppid in pids:
             break
         pids.add(ppid)
         pid = ppid
     return pids
+
+
+def _parent(pid: int) -> int | None:
+    """``pid``'s parent pid (Linux /proc), None when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+        return int(stat[stat.rindex(b")") + 2 :].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def marked_pids(key: str, value: str | Callable[[str], bool]) -> list[int]:
@@ -239,16 +244,6 @@ def marked_pids(key: str, value: str | Callable[[str], bool]) -> list[int]:
                 found.append(pid)
                 break
     return found
-
-
-def _parent(pid: int) -> int | None:
-    """``pid``'s parent pid (Linux /proc), None when it cannot be read."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-        return int(stat[stat.rindex(b")") + 2:].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def same_dir(a: str, b: str) -> bool:

@@ -131,7 +131,8 @@ class TorchGraphAPI(GraphAPI):
 
     Lifecycle: built once per process by :class:`GraphProvider`; resolves the
     device module lazily; keeps one side stream (the process's, from
-    :mod:`opscreen.child.persist`), replaced after any failed capture, and one L2 flush buffer (2 x the device's L2 size, or 256 MiB).
+    :mod:`opscreen.child.persist`), replaced after any failed capture, and one L2
+    flush buffer (2 x the device's L2 size, or 256 MiB).
     """
 
     def __init__(self, graph_api: str = DEFAULT_GRAPH_API, device_type: Optional[str] = None,
@@ -164,12 +165,9 @@ class TorchGraphAPI(GraphAPI):
     def stream(self):
         dev = self.dev()
         if self._stream is None:  # one per process and device (a warm worker's ops share it: persist.py)
-            self._stream = _persist.side_stream(self._stream_key(), dev.Stream)
+            self._stream = _persist.side_stream(self.device_type, self._index(), dev.Stream)
         with dev.stream(self._stream):
             yield
-
-    def _stream_key(self) -> tuple:
-        return (self.graph_api, self._index())
 
     def synchronize(self) -> None:
         self.dev().synchronize()
@@ -292,7 +290,7 @@ class TorchGraphAPI(GraphAPI):
 
     def recover(self) -> None:
         if self._stream is not None:  # never capture again on a stream whose capture went wrong
-            _persist.forget_side_stream(self._stream_key())
+            _persist.forget_side_stream(self.device_type, self._index())
         self._stream = None
         self.synchronize()
         if self.is_capturing():

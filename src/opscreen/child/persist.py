@@ -14,19 +14,19 @@ Standard library only.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Hashable
+from typing import Any, Callable
 
 _STREAMS: dict = {}
 
 
-def side_stream(key: Hashable, make: Callable[[], Any]) -> Any:
-    """The process's side stream for ``key`` (device type and index), made on first use."""
-    stream = _STREAMS.get(key)
+def side_stream(device_type: str, index: int, make: Callable[[], Any]) -> Any:
+    """The process's side stream on device ``index`` of ``device_type``, made on first use."""
+    stream = _STREAMS.get((device_type, index))
     if stream is None:
-        stream = _STREAMS[key] = make()
+        stream = _STREAMS[(device_type, index)] = make()
     return stream
 
 
-def forget_side_stream(key: Hashable) -> None:
+def forget_side_stream(device_type: str, index: int) -> None:
     """After a failed capture: the next capture gets a new stream."""
-    _STREAMS.pop(key, None)
+    _STREAMS.pop((device_type, index), None)

@@ -260,7 +260,7 @@ def canary_us(device_type: str, torch=None) -> float | None:
             return None
         from opscreen.child import persist
 
-        stream = persist.side_stream(("torch.cuda.CUDAGraph", cuda.current_device()), cuda.Stream)
+        stream = persist.side_stream(device_type, cuda.current_device(), cuda.Stream)
         x = torch.zeros(1, device="cuda")
         graph = cuda.CUDAGraph()
         with cuda.stream(stream):

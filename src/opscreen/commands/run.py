@@ -168,10 +168,10 @@ def run(args) -> int:
     todo = [op for op in cfg.ops if cfg.rerun or not journal.is_complete(op)]
     first = todo[0] if todo else None
     try:
-        if first is not None and executor is None:  # the other lanes' warm workers import meanwhile
-            for device in cfg.devices[1:len(todo)]:
-                prestart(runner.request_factory(first, device, cfg.dtypes))
         if first is not None:
+            if executor is None:  # the other lanes' warm workers import meanwhile
+                for device in cfg.devices[1:len(todo)]:
+                    prestart(runner.request_factory(first, device, cfg.dtypes))
             collect(runner.request_factory(first, cfg.devices[0] if executor is None else 0, cfg.dtypes), say=_say,
                     warm=executor is None)
         try:

@@ -16,8 +16,9 @@ and runs each op in it, with these guarantees:
 - **Recycling.** A worker is closed after ``max_ops_per_worker`` ops, when its
   resident memory after an op passes :data:`MAX_RSS_MB`, the device memory still
   allocated after the hygiene passes :data:`MAX_DEVICE_MB`, or its canary kernel reads
-  more than :data:`CANARY_TOL` over its start's (all overridable in the environment), and when an op needs a different environment or interpreter than the
-  worker was started with (the key: everything but the per-op variables).
+  more than :data:`CANARY_TOL` over its start's (all overridable in the environment),
+  and when an op needs a different environment or interpreter than the worker was
+  started with (the key: everything but the per-op variables).
 - **Interrupts.** A stopped op is ``interrupted`` as in a fresh process (its worker
   killed), never run again.
 
@@ -41,10 +42,20 @@ from .worker import Worker
 
 #: Variables that differ from op to op: they never force a new worker.
 PER_OP_KEYS = (ENV_CONFIG, ENV_SPAWNED_AT, "PYTEST_ADDOPTS", "PYTHONPATH")
-#: Recycle bounds (MiB), overridable. On an H200 (bench/results/2026-11-30-h200-workers.md) a
-#: FlagGems worker held 0.8 GiB after its first op and grew by a median 66 MiB per op (1.6 GiB
-#: after 16); an op could leave up to 1 GiB of device memory allocated (a leak the hygiene
-#: cannot free). The host bound sits above 100 ops of that growth.
+#: Recycle bounds (MiB), overridable (:func:`worker_bounds`). On an H200
+#: (bench/results/2026-11-30-h200-workers.md) a FlagGems worker held 0.8 GiB after its first op
+#: and grew by a median 66 MiB per op (1.6 GiB after 16); an op could leave up to 1 GiB of device
+#: memory allocated (a leak the hygiene cannot free). The host bound sits above 100 ops of that growth.
+MAX_RSS_MB = 8192.0
+MAX_DEVICE_MB = 2048.0
+#: A worker whose canary (opscreen.child.worker.canary_us: device time per kernel of a fixed graph
+#: of tiny kernels) reads this much over its own reading after the imports is replaced. The
+#: effect it guards against was +19 % (0.93 -> 1.11 us a kernel) on an H200.
+CANARY_TOL = 0.05
+WORKER_LOG = "worker.log"
+PASSED = ("passed",)
+
+
 def _env_number(name: str, default: float) -> float:
     """A positive number from the environment variable ``name``; a bad one is a usage error."""
     text = os.environ.get(name, "").strip()
@@ -66,16 +77,6 @@ def worker_bounds() -> dict:
     return {"rss_mb": _env_number("OPSCREEN_WORKER_MAX_RSS_MB", MAX_RSS_MB),
             "device_mb": _env_number("OPSCREEN_WORKER_MAX_DEVICE_MB", MAX_DEVICE_MB),
             "canary_tol": _env_number("OPSCREEN_WORKER_CANARY_TOL", CANARY_TOL)}
-
-
-MAX_RSS_MB = 8192.0
-MAX_DEVICE_MB = 2048.0
-#: A worker whose canary (opscreen.child.worker.canary_us: device time per kernel of a fixed graph
-#: of tiny kernels) reads this much over its own reading after the imports is replaced. The
-#: effect it guards against was +19 % (0.93 -> 1.11 us a kernel) on an H200.
-CANARY_TOL = 0.05
-WORKER_LOG = "worker.log"
-PASSED = ("passed",)
 
 
 class LaneRunner:
@@ -190,7 +191,8 @@ def start_worker(req: OpRequest, env_for: Callable[[Path], dict], shim_for, key:
 
     if key is None:
         key = worker_key(req, env_for(Path(os.devnull)))
-    return Worker(req.suite.python, spawn_env, req.suite.root, key, shim_for, cpus=req.cpuset.cpus if req.cpuset else None)
+    return Worker(req.suite.python, spawn_env, req.suite.root, key, shim_for,
+                  cpus=req.cpuset.cpus if req.cpuset else None)
 
 
 def worker_for_request(req: OpRequest) -> Worker:

@@ -226,7 +226,8 @@ class Worker:
         ready = self.ready or {}
         last = self.last or {}
         return {"pid": self.pid, "op_index": self.ops, "imports_s": ready.get("imports_s"),
-                "shared_start": self.ops > 1 or self.preflight, "preflight": self.preflight, "early": self.early, "rss_mb": last.get("rss_mb"),
+                "shared_start": self.ops > 1 or self.preflight, "preflight": self.preflight, "early": self.early,
+                "rss_mb": last.get("rss_mb"),
                 "device_allocated_mb": last.get("device_allocated_mb"), "device_reserved_mb": last.get("device_reserved_mb"),
                 "hygiene_s": last.get("hygiene_s"), "canary_start_us": ready.get("canary_us"),
                 "canary_us": last.get("canary_us")}
