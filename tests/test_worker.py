@@ -221,19 +221,25 @@ def test_every_lanes_worker_starts_with_the_preflight(faults):
 
 class _FakeCuda:
     """torch.cuda as the canary uses it: each replay of a graph of n kernels takes
-    n x ``per_kernel_ms`` of device time."""
+    n x ``per_kernel_ms`` of device time, and a replay submitted to an idle device
+    (after a synchronize) waits ``host_gap_ms`` for the host first."""
 
-    def __init__(self, per_kernel_ms):
+    def __init__(self, per_kernel_ms, host_gap_ms=0.0):
         import contextlib
 
-        self.per_kernel_ms = per_kernel_ms
+        self.per_kernel_ms, self.host_gap_ms = per_kernel_ms, host_gap_ms
         self.captured = 0
         self.capturing = False
         self.streams = 0
+        self.launches = 0  # eager launches outside any capture
+        self.idle = True
         fake = self
 
         class Graph:
             def replay(self):
+                if fake.idle:
+                    fake.clock += fake.host_gap_ms
+                fake.idle = False
                 fake.clock += fake.captured * fake.per_kernel_ms
 
             def reset(self):
@@ -247,7 +253,7 @@ class _FakeCuda:
                 self.t = fake.clock
 
             def synchronize(self):
-                pass
+                fake.idle = True
 
             def elapsed_time(self, other):
                 return other.t - self.t
@@ -257,7 +263,7 @@ class _FakeCuda:
                 fake.streams += 1
 
             def synchronize(self):
-                pass
+                fake.idle = True
 
         @contextlib.contextmanager
         def graph(g, stream=None, capture_error_mode="global"):
@@ -275,13 +281,16 @@ class _FakeCuda:
     def current_device(self):
         return 0
 
+    def synchronize(self):
+        self.idle = True
+
     def empty_cache(self):
         pass
 
 
 class _FakeTorch:
-    def __init__(self, per_kernel_ms):
-        self.cuda = _FakeCuda(per_kernel_ms)
+    def __init__(self, per_kernel_ms, host_gap_ms=0.0):
+        self.cuda = _FakeCuda(per_kernel_ms, host_gap_ms)
 
     def zeros(self, n, device=None):
         cuda = self.cuda
@@ -290,24 +299,56 @@ class _FakeTorch:
             def add_(self, v):
                 if cuda.capturing:
                     cuda.captured += 1
+                else:
+                    cuda.launches += 1
 
         return T()
+
+
+def _fresh_process_state():
+    from opscreen.child import persist
+
+    persist.forget_side_stream("cuda", 0)
+    persist._SETTLED.clear()
 
 
 def test_canary_reads_device_time_per_kernel_of_its_graph_on_the_processs_stream():
     from opscreen.child import persist, worker
 
-    persist.forget_side_stream("cuda", 0)
-    fake = _FakeTorch(per_kernel_ms=0.00093)
+    _fresh_process_state()
+    fake = _FakeTorch(per_kernel_ms=0.00093, host_gap_ms=0.05)
+    # each timed replay sits behind an untimed one: the host's submission gap is never timed
     assert worker.canary_us("cuda", fake) == pytest.approx(0.93)
-    assert worker.canary_us("cuda", _FakeTorch(per_kernel_ms=0.00111)) == pytest.approx(1.11)
+    assert worker.canary_us("cuda", _FakeTorch(per_kernel_ms=0.00111, host_gap_ms=0.2)) == pytest.approx(1.11)
     assert fake.cuda.streams == 1  # the process's side stream, kept for the graph timer (persist.py)
     assert worker.canary_us("cpu", fake) is None
     broken = _FakeTorch(0.001)
     broken.zeros = None  # anything the canary cannot do: no reading, no error
-    persist.forget_side_stream("cuda", 0)
+    _fresh_process_state()
     assert worker.canary_us("cuda", broken) is None
-    persist.forget_side_stream("cuda", 0)
+    _fresh_process_state()
+
+
+def test_the_device_is_settled_once_per_process_before_the_first_canary():
+    """persist.settle: SETTLE_LAUNCHES eager launches on the default stream, once per
+    process and device, before the canary's graph (and the graph timer's first
+    measurement) -- the canary's own reading is one warm launch and its capture."""
+    from opscreen.child import persist, worker
+
+    _fresh_process_state()
+    fake = _FakeTorch(per_kernel_ms=0.001)
+    worker.canary_us("cuda", fake)
+    first = fake.cuda.launches
+    assert first >= persist.SETTLE_LAUNCHES
+    assert persist.settled("cuda", 0)
+    worker.canary_us("cuda", fake)
+    assert fake.cuda.launches - first < 10  # settled already: the second reading adds its warm-up only
+    broken = _FakeTorch(0.001)
+    broken.cuda.synchronize = None  # settling that fails is not recorded as done
+    _fresh_process_state()
+    assert persist.settle(broken, "cuda", 0) is False and not persist.settled("cuda", 0)
+    assert persist.settle(fake, "cuda", 0) is True and persist.settle(fake, "cuda", 0) is False
+    _fresh_process_state()
 
 
 def test_a_worker_whose_canary_rises_is_replaced():

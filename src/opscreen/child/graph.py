@@ -165,6 +165,9 @@ class TorchGraphAPI(GraphAPI):
     def stream(self):
         dev = self.dev()
         if self._stream is None:  # one per process and device (a warm worker's ops share it: persist.py)
+            torch = sys.modules.get("torch")
+            if torch is not None:  # before the first measurement: the device in its steady state (persist.settle)
+                _persist.settle(torch, self.device_type, self._index())
             self._stream = _persist.side_stream(self.device_type, self._index(), dev.Stream)
         with dev.stream(self._stream):
             yield
@@ -513,4 +516,5 @@ _timed.register_graph_provider(PROVIDER)
 
 def pytest_report_header(config):
     caps = _config.load().get("capabilities") or {}
-    return f"opscreen graph: {caps.get('graph_api') or DEFAULT_GRAPH_API} (per-shape fallback to the direct timer)"
+    return (f"opscreen graph: {caps.get('graph_api') or DEFAULT_GRAPH_API} (per-shape fallback to the direct timer; "
+            f"{_persist.SETTLE_LAUNCHES} launches settle the device first)")

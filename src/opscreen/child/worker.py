@@ -247,10 +247,12 @@ def canary_us(device_type: str, torch=None) -> float | None:
     """The worker's canary: device time per kernel (us) of a graph of :data:`CANARY_NODES`
     one-element additions, replayed on the process's side stream (the one the graph timer
     replays on: persist.py), median of :data:`CANARY_REPLAYS` replays timed by device
-    events. Taken once after the imports (what a fresh process reads) and after every op's
-    hygiene: on an H200 a worker's later ops replayed every kernel about 0.18 us slower
-    (bench/results/2026-11-30-h200-workers.md), which this reads as a rise, and the harness
-    then replaces the worker. None without a CUDA/HIP device, or when it cannot be taken."""
+    events, each behind an untimed replay of the same graph (as the graph timer's samples:
+    the host's submission is never timed). The device is settled first
+    (:func:`opscreen.child.persist.settle`), as before any measurement. Taken once after
+    the imports (what a fresh process reads) and after every op's hygiene; the harness
+    replaces a worker whose canary rose (opscreen.op.lane). None without a CUDA/HIP
+    device, or when it cannot be taken."""
     torch = torch if torch is not None else sys.modules.get("torch")
     if torch is None or device_type != "cuda":
         return None
@@ -260,7 +262,9 @@ def canary_us(device_type: str, torch=None) -> float | None:
             return None
         from opscreen.child import persist
 
-        stream = persist.side_stream(device_type, cuda.current_device(), cuda.Stream)
+        index = cuda.current_device()
+        persist.settle(torch, device_type, index)
+        stream = persist.side_stream(device_type, index, cuda.Stream)
         x = torch.zeros(1, device="cuda")
         graph = cuda.CUDAGraph()
         with cuda.stream(stream):
@@ -271,8 +275,8 @@ def canary_us(device_type: str, torch=None) -> float | None:
                 x.add_(1)
         times = []
         with cuda.stream(stream):
-            graph.replay()
             for _ in range(CANARY_REPLAYS):
+                graph.replay()  # untimed: the device busy while the timed replay is submitted
                 begin, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
                 begin.record()
                 graph.replay()
