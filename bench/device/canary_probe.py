@@ -377,6 +377,55 @@ def flip(kind: str, chunk: int = 1000, limit: int = 200_000) -> dict:
             "last": trail[-1]}
 
 
+def mech(plan: str) -> list:
+    """Which launches move a process from the fresh state to the aged one: ``plan`` is
+    a list of steps; after each, the graph timer on add and erf 64x64 and canary_lead."""
+    import torch
+
+    from opscreen.child import persist
+
+    a = torch.randn(64, 64, device="cuda")
+    side = persist.side_stream("cuda", torch.cuda.current_device(), torch.cuda.Stream)
+    key = ("cuda", torch.cuda.current_device())
+    persist._SETTLED.add(key)  # the graph timer settles nothing by itself here: the plan's "settle" step does
+
+    def settle():
+        persist._SETTLED.discard(key)
+        persist.settle(torch, *key)
+
+    def default(n):
+        for _ in range(n):
+            a.add_(0)
+        torch.cuda.synchronize()
+
+    def on_side(n):
+        with torch.cuda.stream(side):
+            default(n)
+
+    def inputs(n):  # what a suite does between cases: new tensors on the current stream
+        for _ in range(n):
+            torch.randn(64, 64, device="cuda")
+        torch.cuda.synchronize()
+
+    acts = {"start": lambda: None, "settle": settle,
+            "setstream": lambda: torch.cuda.set_stream(side), "d10": lambda: default(10), "d100": lambda: default(100),
+            "d1000": lambda: default(1000), "d4000": lambda: default(4000), "s4000": lambda: on_side(4000),
+            "in100": lambda: inputs(100), "sleep1": lambda: time.sleep(1)}
+    rows = []
+    for step in plan.split(","):
+        acts[step]()
+        rows.append({"step": step, "add64_us": timer_us(torch, lambda: a.add(1)),
+                     "erf64_us": timer_us(torch, lambda: torch.erf(a)), "canary_lead": canary_lead(torch)})
+    return rows
+
+
+MECH_PLANS = ["start,d10,d100,d1000",                    # side stream used first, then default launches
+              "settle,start,d10,d100,d1000",             # settled before the side stream is made
+              "setstream,start,d1000,d4000,in100,sleep1",  # everything on the side stream
+              "start,s4000,in100,d100",
+              "settle,start,d1000", "settle,start,d1000", "setstream,start,d4000", "setstream,start,d4000"]
+
+
 WAKE_PLANS = ["start,sleep0.25,sleep0.25,sleep0.5,sleep1,sleep2",
               "start,busy5,sleep2",
               "start,sleep2,h2d_once,h2d1,d2h1,items1000,busy5,burst,sleep0.25"]
@@ -463,8 +512,32 @@ def main() -> None:
     ap.add_argument("--wake", action="store_true")
     ap.add_argument("--child-wake", default="")
     ap.add_argument("--flip", default="")
+    ap.add_argument("--mech", action="store_true")
+    ap.add_argument("--child-mech", default="")
     ap.add_argument("--child-flip", default="")
     a = ap.parse_args()
+    if a.child_mech:
+        print(json.dumps(mech(a.child_mech)))
+        return
+    if a.mech:
+        allrows = []
+        for plan in MECH_PLANS:
+            p = subprocess.run([sys.executable, __file__, "--child-mech", plan], capture_output=True, text=True,
+                               timeout=200)
+            try:
+                rows = json.loads(p.stdout.strip().splitlines()[-1])
+            except (IndexError, ValueError):
+                print("plan failed:", plan, (p.stderr or p.stdout)[-600:])
+                continue
+            allrows.append({"plan": plan, "rows": rows})
+            print("== plan", plan, flush=True)
+            for r in rows:
+                print(f"  {r['step']:10s} add 64x64 {r['add64_us']:.4f} us  erf 64x64 {r['erf64_us']:.4f} us  "
+                      f"canary_lead {r['canary_lead']:.4f}", flush=True)
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(allrows, f, indent=1)
+        return
     if a.child_flip:
         print(json.dumps(flip(a.child_flip)))
         return
