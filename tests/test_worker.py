@@ -261,6 +261,7 @@ class _FakeCuda:
         class Stream:
             def __init__(self):
                 fake.streams += 1
+                fake.stream_made_after = fake.launches
 
             def synchronize(self):
                 fake.idle = True
@@ -330,9 +331,10 @@ def test_canary_reads_device_time_per_kernel_of_its_graph_on_the_processs_stream
 
 
 def test_the_device_is_settled_once_per_process_before_the_first_canary():
-    """persist.settle: SETTLE_LAUNCHES eager launches on the default stream, once per
-    process and device, before the canary's graph (and the graph timer's first
-    measurement) -- the canary's own reading is one warm launch and its capture."""
+    """persist.settled_side_stream: the side stream made, then SETTLE_LAUNCHES eager
+    launches on the default stream, once per process and device, before the canary's
+    graph (and the graph timer's first measurement); the canary's own reading adds one
+    warm launch and its capture."""
     from opscreen.child import persist, worker
 
     _fresh_process_state()
@@ -340,6 +342,7 @@ def test_the_device_is_settled_once_per_process_before_the_first_canary():
     worker.canary_us("cuda", fake)
     first = fake.cuda.launches
     assert first >= persist.SETTLE_LAUNCHES
+    assert fake.cuda.stream_made_after == 0  # the side stream first: settling counts only once it exists
     assert persist.settled("cuda", 0)
     worker.canary_us("cuda", fake)
     assert fake.cuda.launches - first < 10  # settled already: the second reading adds its warm-up only

@@ -513,9 +513,28 @@ def main() -> None:
     ap.add_argument("--child-wake", default="")
     ap.add_argument("--flip", default="")
     ap.add_argument("--mech", action="store_true")
+    ap.add_argument("--check", action="store_true")
     ap.add_argument("--child-mech", default="")
     ap.add_argument("--child-flip", default="")
     a = ap.parse_args()
+    if a.check:  # opscreen's own path, fresh process: canary, graph timer, then a suite's default-stream work
+        import torch
+
+        from opscreen.child.worker import canary_us
+
+        x = torch.randn(64, 64, device="cuda")
+        rows = [("canary at start", canary_us("cuda", torch)),
+                ("timer add 64x64", timer_us(torch, lambda: x.add(1))),
+                ("timer erf 64x64", timer_us(torch, lambda: torch.erf(x)))]
+        for _ in range(100):
+            torch.randn(64, 64, device="cuda").add_(1)
+        torch.cuda.synchronize()
+        rows += [("after 100 inputs: canary", canary_us("cuda", torch)),
+                 ("timer add 64x64", timer_us(torch, lambda: x.add(1))),
+                 ("timer erf 64x64", timer_us(torch, lambda: torch.erf(x)))]
+        for name, v in rows:
+            print(f"check {name:28s} {v} us", flush=True)
+        return
     if a.child_mech:
         print(json.dumps(mech(a.child_mech)))
         return

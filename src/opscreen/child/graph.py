@@ -165,10 +165,9 @@ class TorchGraphAPI(GraphAPI):
     def stream(self):
         dev = self.dev()
         if self._stream is None:  # one per process and device (a warm worker's ops share it: persist.py)
-            torch = sys.modules.get("torch")
-            if torch is not None:  # before the first measurement: the device in its steady state (persist.settle)
-                _persist.settle(torch, self.device_type, self._index())
-            self._stream = _persist.side_stream(self.device_type, self._index(), dev.Stream)
+            # settled before the first measurement: the device in its steady state (persist.SETTLE_LAUNCHES)
+            self._stream = _persist.settled_side_stream(sys.modules.get("torch"), self.device_type, self._index(),
+                                                        dev.Stream)
         with dev.stream(self._stream):
             yield
 

@@ -8,7 +8,8 @@ process creates once is created once in a worker too:
   stream pool at its first capture; a worker that drew a new one for every op would
   replay op k on the pool's k-th stream (another hardware queue), not on the one a
   fresh process's op replays on;
-- the device's settling (:func:`settle`), once per process and device.
+- the device's settling (:func:`settle`), once per process and device, right after its
+  side stream is made (:func:`settled_side_stream`).
 
 Standard library only (torch comes in as an argument).
 """
@@ -20,14 +21,17 @@ from typing import Any, Callable
 _STREAMS: dict = {}
 _SETTLED: set = set()
 
-#: Kernel launches on the default stream that settle a process's device before its first
-#: measurement. On an H200 (bench/results/2026-12-01-h200-settle.md) a fresh process's first
-#: few hundred launches replay small kernels in a graph about 0.18 us (16 %) faster per
-#: kernel than every launch after them, for the rest of the process's life: the state
-#: flips within the first 1000 eager launches (3000 graph replays, 6000 event records) on
-#: the default stream. A fresh process measured in the first state and a warm worker's
-#: later ops in the second; settled, both measure in the second, the steady one.
-SETTLE_LAUNCHES = 4096
+#: Kernel launches on the default stream that settle a process's device, once its side
+#: stream exists, before its first measurement. On an H200 (bench/results/2026-12-01-h200-settle.md)
+#: a process whose work has all gone to one stream replays small kernels in a graph about
+#: 0.18 us (16 %) faster per kernel than once a second stream has been made and the
+#: default stream has launched anything after that (10 launches suffice), and it stays in
+#: that second state for the rest of its life. A suite creates its inputs on the default
+#: stream and the graph timer replays on its side stream, so a fresh process flipped in
+#: the middle of an op (its first dtype fast, the rest slow) and a warm worker measured
+#: its later ops in the second state only. Settled, every process measures every case in
+#: the second state, the one any multi-stream process is in.
+SETTLE_LAUNCHES = 256
 
 
 def side_stream(device_type: str, index: int, make: Callable[[], Any]) -> Any:
@@ -45,8 +49,9 @@ def forget_side_stream(device_type: str, index: int) -> None:
 
 def settle(torch: Any, device_type: str, index: int, launches: int = SETTLE_LAUNCHES) -> bool:
     """Once per process and device: ``launches`` one-element additions on the current
-    (default) stream, then a synchronize (:data:`SETTLE_LAUNCHES` says why). True when it
-    ran now; False when it had run, or could not (the measurement then goes on as is)."""
+    (default) stream, then a synchronize (:data:`SETTLE_LAUNCHES` says why; it takes
+    effect only once another stream exists). True when it ran now; False when it had
+    run, or could not (the measurement then goes on as is)."""
     key = (device_type, index)
     if key in _SETTLED or launches <= 0:
         return False
@@ -63,3 +68,13 @@ def settle(torch: Any, device_type: str, index: int, launches: int = SETTLE_LAUN
 
 def settled(device_type: str, index: int) -> bool:
     return (device_type, index) in _SETTLED
+
+
+def settled_side_stream(torch: Any, device_type: str, index: int, make: Callable[[], Any]) -> Any:
+    """The process's side stream (:func:`side_stream`), with the device settled after it
+    was made (:func:`settle`): what the graph timer and the worker's canary replay on.
+    ``torch`` None: the stream alone."""
+    stream = side_stream(device_type, index, make)
+    if torch is not None:
+        settle(torch, device_type, index)
+    return stream

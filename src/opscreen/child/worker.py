@@ -248,8 +248,8 @@ def canary_us(device_type: str, torch=None) -> float | None:
     one-element additions, replayed on the process's side stream (the one the graph timer
     replays on: persist.py), median of :data:`CANARY_REPLAYS` replays timed by device
     events, each behind an untimed replay of the same graph (as the graph timer's samples:
-    the host's submission is never timed). The device is settled first
-    (:func:`opscreen.child.persist.settle`), as before any measurement. Taken once after
+    the host's submission is never timed). The device is settled first, as before any
+    measurement (:func:`opscreen.child.persist.settled_side_stream`). Taken once after
     the imports (what a fresh process reads) and after every op's hygiene; the harness
     replaces a worker whose canary rose (opscreen.op.lane). None without a CUDA/HIP
     device, or when it cannot be taken."""
@@ -262,9 +262,7 @@ def canary_us(device_type: str, torch=None) -> float | None:
             return None
         from opscreen.child import persist
 
-        index = cuda.current_device()
-        persist.settle(torch, device_type, index)
-        stream = persist.side_stream(device_type, index, cuda.Stream)
+        stream = persist.settled_side_stream(torch, device_type, cuda.current_device(), cuda.Stream)
         x = torch.zeros(1, device="cuda")
         graph = cuda.CUDAGraph()
         with cuda.stream(stream):
