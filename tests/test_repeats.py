@@ -341,12 +341,14 @@ def test_a_graph_run_from_before_the_resting_timer_is_not_resumed(tmp_path, monk
 
     monkeypatch.delenv("OPSCREEN_REST_RATIO", raising=False)
     cuda = resolve("cuda")
-    with pytest.raises(UsageError, match="timing method: recorded 1, this opscreen measures with 2"):
+    with pytest.raises(UsageError, match="timing method: recorded 1, this opscreen measures with 3"):
         _refuse_other_timing(tmp_path, {"timing": {}}, cuda, "graph")
-    _refuse_other_timing(tmp_path, {"timing": {}, "timing_method": 2}, cuda, "graph")  # the same: resumes
+    with pytest.raises(UsageError, match="timing method: recorded 2, this opscreen measures with 3"):
+        _refuse_other_timing(tmp_path, {"timing": {}, "timing_method": 2}, cuda, "graph")  # before settling
+    _refuse_other_timing(tmp_path, {"timing": {}, "timing_method": 3}, cuda, "graph")  # the same: resumes
     _refuse_other_timing(tmp_path, {"timing": {}}, cuda, "direct")  # not the graph timer: its method is unchanged
     with pytest.raises(UsageError, match="timing knobs"):
-        _refuse_other_timing(tmp_path, {"timing": {"rest_ratio": 0.0}, "timing_method": 2}, cuda, "graph")
+        _refuse_other_timing(tmp_path, {"timing": {"rest_ratio": 0.0}, "timing_method": 3}, cuda, "graph")
 
 
 def test_aa_bench_counts_cases_within_the_recorded_spread():

@@ -82,13 +82,18 @@ def test_faults_in_the_middle_of_a_workers_queue(faults):
             assert faults.runs(op) == 2  # once in the worker, once fresh
     # every fault cost its worker: the ok op after it ran in a new one, as its first op
     assert len(set(pids)) == 4, pids
-    for op in ("ok_b", "ok_c", "ok_d"):
-        assert phases(out, op)["worker"]["op_index"] == 1
+    for op, fault in (("ok_b", "hang"), ("ok_c", "segv"), ("ok_d", "fatal")):
+        w = phases(out, op)["worker"]
+        assert w["op_index"] == 1
+        # the new worker says why it replaced the one before
+        assert w["replaces"] == {"why": "op_failed", "detail": f"{fault} {expect[fault]} in it"}, w
+    assert phases(out, "ok_a")["worker"]["replaces"] is None  # the lane's first worker replaced none
     assert "timed out after 4 s" in rows["hang"]["error"]
     summary = subprocess.run([sys.executable, "-m", "opscreen", "summary", str(out)], env=faults.env,
                              capture_output=True, text=True, timeout=120)
     assert "4 ops ran in 4 warm workers" in summary.stdout, summary.stdout
     assert "3 ran again fresh after they did not pass in a worker" in summary.stdout
+    assert "workers replaced by their lane: 3 for op_failed" in summary.stdout, summary.stdout
     faults.assert_no_leftovers()
 
 
@@ -372,6 +377,10 @@ def test_a_worker_whose_canary_rises_is_replaced():
     runner = L.LaneRunner()
     for start, now, replaced in ((0.93, 0.95, False), (0.93, 1.11, True), (None, 1.11, False), (0.93, None, False)):
         w = runner.worker = FakeWorker(start, now)
+        runner.ended = None
         runner._maybe_recycle(Req())
         assert w.closed is replaced and (runner.worker is None) is replaced, (start, now)
+        # why, for the next worker's ops (phases.worker.replaces)
+        assert runner.ended == ({"why": "canary", "detail": "its canary read 1.110 us a kernel, over its start's "
+                                 "0.930 us"} if replaced else None), runner.ended
     assert L.canary_drift({"canary_us": 0.93}, {"canary_us": 1.11}) == pytest.approx(0.1935, abs=1e-3)

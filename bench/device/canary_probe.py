@@ -1,16 +1,19 @@
-"""What raises a warm worker's canary (issue 16): one suspect per fresh process.
+"""What moves a CUDA process's small-kernel graph replays from one device state to
+another (issue 16; findings and figures: bench/results/2026-12-01-h200-settle.md).
 
-The worker's canary (opscreen.child.worker.canary_us: device time per kernel of a
-graph of 200 one-element additions) read 0.98 us after a worker's imports and about
-1.12 us after almost any FlagGems op on an H200 (bench/results/2026-11-30-h200-workers.md).
-Each scenario below runs in its own fresh process: the canary before, the suspect, the
-canary after, with the context's limits (stack size, heap, printf FIFO) read through the
-driver API on both sides. ``--chain`` also runs every suspect one after another in one
-process (which step moves it), and then the candidate remedies.
+A warm worker's canary (opscreen.child.worker.canary_us: device time per kernel of a
+graph of 200 one-element additions) and its later ops read small kernels about 0.18 us
+slower than a fresh process. The modes, each in fresh processes:
 
-    python3 bench/device/canary_probe.py [--only a,b] [--chain] [--json out.json]
+    python3 bench/device/canary_probe.py [--only a,b] [--chain]  # suspects: canary before/after each
+    python3 bench/device/canary_probe.py --states    # one process: canary, canary behind a lead, graph timer
+    python3 bench/device/canary_probe.py --wake      # idle, busy, copies: which moves the graph timer
+    python3 bench/device/canary_probe.py --flip K    # launches of kind K (inplace, events, replays) until it moves
+    python3 bench/device/canary_probe.py --mech      # which stream's launches, in which order
+    python3 bench/device/canary_probe.py --check     # opscreen's own path (settled): canary and timer, stable?
 
-Needs a CUDA device; FlagGems only for the ``flaggems`` scenario (skipped without it).
+``--json PATH`` keeps the figures. Needs a CUDA device (PYTHONPATH with src/); FlagGems
+only for the ``flaggems`` and ``import_flaggems`` scenarios.
 """
 
 from __future__ import annotations

@@ -117,9 +117,11 @@ def load(path: str | None = None) -> dict:
 
 # How the graph timer measures, as a number that changes when a default changes what
 # a measurement means: 1 = samples back to back (identities without the field), 2 = the
-# device idles between samples (``rest_ratio``; docs/timing.md). None in the caliber
-# of the other timers, whose method has not changed.
-TIMING_METHOD = 2
+# device idles between samples (``rest_ratio``; docs/timing.md), 3 = and the device is
+# settled before the first measurement (opscreen.child.persist.SETTLE_LAUNCHES: small
+# kernels read up to 0.18 us a kernel slower than a method-2 run's first dtype). None in
+# the caliber of the other timers, whose method has not changed.
+TIMING_METHOD = 3
 
 
 def caliber(settings: dict, device_name: Any = None) -> dict:

@@ -47,19 +47,26 @@ def forget_side_stream(device_type: str, index: int) -> None:
     _STREAMS.pop((device_type, index), None)
 
 
-def settle(torch: Any, device_type: str, index: int, launches: int = SETTLE_LAUNCHES) -> bool:
-    """Once per process and device: ``launches`` one-element additions on the current
-    (default) stream, then a synchronize (:data:`SETTLE_LAUNCHES` says why; it takes
-    effect only once another stream exists). True when it ran now; False when it had
-    run, or could not (the measurement then goes on as is)."""
+def settle(torch: Any, device_type: str, index: int, stream: Any = None, launches: int = SETTLE_LAUNCHES) -> bool:
+    """Once per process and device: a few one-element additions on ``stream`` (the side
+    stream: a stream the device has seen work on), then ``launches`` of them on the
+    current (default) stream, then a synchronize: the sequence that moves an H200 to its
+    steady state (:data:`SETTLE_LAUNCHES` says why). True when it ran now; False when it
+    had run, or could not (the measurement then goes on as is)."""
     key = (device_type, index)
     if key in _SETTLED or launches <= 0:
         return False
     try:
+        dev = getattr(torch, device_type)
         x = torch.zeros(1, device=f"{device_type}:{index}")
+        if stream is not None:
+            with dev.stream(stream):
+                for _ in range(16):
+                    x.add_(1)
+            stream.synchronize()
         for _ in range(launches):
             x.add_(1)
-        getattr(torch, device_type).synchronize()
+        dev.synchronize()
     except Exception:  # settling is a refinement: never the reason a measurement fails
         return False
     _SETTLED.add(key)
@@ -76,5 +83,5 @@ def settled_side_stream(torch: Any, device_type: str, index: int, make: Callable
     ``torch`` None: the stream alone."""
     stream = side_stream(device_type, index, make)
     if torch is not None:
-        settle(torch, device_type, index)
+        settle(torch, device_type, index, stream)
     return stream

@@ -90,6 +90,7 @@ class LaneRunner:
         self.fresh_only = fresh_only if fresh_only is not None else set()
         self._lock = lock or threading.Lock()
         self.no_worker: str | None = None  # why this lane runs fresh processes only (a worker could not start)
+        self.ended: dict | None = None  # why the lane's last worker was closed, until the next one starts
         self.bounds = worker_bounds()
 
     def run(self, req: OpRequest, out_dir: Path, *, stop: threading.Event | None = None,
@@ -115,7 +116,7 @@ class LaneRunner:
         if outcome.status in PASSED:
             self._maybe_recycle(req)
             return outcome
-        self._discard(f"{req.op} {outcome.status} in it")
+        self._discard("op_failed", f"{req.op} {outcome.status} in it")
         if outcome.status == "interrupted":
             return outcome
         with self._lock:
@@ -135,9 +136,13 @@ class LaneRunner:
         a new one."""
         key = worker_key(req, env_for(Path(os.devnull)))
         if self.worker is not None and (self.worker.key != key or not self.worker.alive()):
-            self._discard("the next op needs another environment" if self.worker.alive() else "it died")
+            if self.worker.alive():
+                self._discard("environment", "the next op needs another environment")
+            else:
+                self._discard("died", "it died")
         if self.worker is None:
             self.worker = adopt(key) or start_worker(req, env_for, shim_for, key)
+            self.worker.replaces, self.ended = self.ended, None
         return self.worker
 
     def _maybe_recycle(self, req: OpRequest) -> None:
@@ -147,27 +152,36 @@ class LaneRunner:
         last = w.last or {}
         why = None
         if w.ops >= int(req.max_ops_per_worker):
-            why = f"{w.ops} ops (--max-ops-per-worker)"
+            why = "max_ops", f"{w.ops} ops (--max-ops-per-worker)"
         elif (last.get("rss_mb") or 0) > self.bounds["rss_mb"]:
-            why = f"resident memory {last['rss_mb']:.0f} MiB > {self.bounds['rss_mb']:.0f}"
+            why = "rss", f"resident memory {last['rss_mb']:.0f} MiB > {self.bounds['rss_mb']:.0f}"
         elif (last.get("device_allocated_mb") or 0) > self.bounds["device_mb"]:
-            why = f"device memory still allocated {last['device_allocated_mb']:.0f} MiB > {self.bounds['device_mb']:.0f}"
+            why = ("device_memory", f"device memory still allocated {last['device_allocated_mb']:.0f} MiB > "
+                   f"{self.bounds['device_mb']:.0f}")
         elif last.get("device_error"):
-            why = f"device check failed: {last['device_error']}"
+            why = "device_error", f"device check failed: {last['device_error']}"
         elif canary_drift(w.ready or {}, last) > self.bounds["canary_tol"]:
-            why = (f"its canary reads {last['canary_us']:.3f} us a kernel, over its start's "
-                   f"{w.ready['canary_us']:.3f} us")
+            why = "canary", (f"its canary read {last['canary_us']:.3f} us a kernel, over its start's "
+                             f"{w.ready['canary_us']:.3f} us")
         if why:
-            self._discard(why)
+            self._discard(*why)
 
-    def _discard(self, why: str) -> None:
-        """Close the lane's worker (``why`` says what ended it, for the reader of the call)."""
+    def _discard(self, kind: str, detail: str) -> None:
+        """Close the lane's worker; ``kind`` (one of :data:`ENDINGS`) and ``detail`` say why,
+        and the next worker's ops record it (``phases.worker.replaces``)."""
         if self.worker is not None:
             self.worker.close(grace=1.0)  # a dead one is only reaped
             self.worker = None
+            self.ended = {"why": kind, "detail": detail}
 
     def close(self) -> None:
-        self._discard("the lane ended")
+        self._discard("lane_end", "the lane ended")
+
+
+#: Why a lane closed a worker (``phases.worker.replaces.why`` of the next worker's ops):
+#: its op count, memory or canary bounds, a failed device check, an op that did not pass
+#: in it, another environment for the next op, its death, the lane's end.
+ENDINGS = ("max_ops", "rss", "device_memory", "canary", "device_error", "op_failed", "environment", "died", "lane_end")
 
 
 def canary_drift(ready: dict, last: dict) -> float:

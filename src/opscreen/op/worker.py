@@ -56,6 +56,7 @@ class Worker:
         self.ops = 0  # requests sent (the ops'; a preflight collection's is not counted)
         self.preflight = False  # it ran the run's preflight collection (and paid the imports then)
         self.early = False  # started before its lane's first op (with the preflight), then parked
+        self.replaces: dict | None = None  # why the lane closed the worker before it (lane.ENDINGS), if any
         self.ready: dict | None = None  # the worker's READY line: pid, imports_s, rss_mb
         self.last: dict | None = None  # its last DONE line: rc, op_s, hygiene_s, rss_mb, device_*_mb
         self._lines: queue.SimpleQueue = queue.SimpleQueue()
@@ -230,4 +231,4 @@ class Worker:
                 "rss_mb": last.get("rss_mb"),
                 "device_allocated_mb": last.get("device_allocated_mb"), "device_reserved_mb": last.get("device_reserved_mb"),
                 "hygiene_s": last.get("hygiene_s"), "canary_start_us": ready.get("canary_us"),
-                "canary_us": last.get("canary_us")}
+                "canary_us": last.get("canary_us"), "replaces": self.replaces}

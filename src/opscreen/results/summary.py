@@ -500,6 +500,8 @@ def _phases(v: Any) -> dict | None:
     if isinstance(w, dict):
         out["worker_pid"] = w.get("pid")
         out["worker_imports_s"] = _f(w.get("imports_s"))
+        rep = w.get("replaces")
+        out["worker_replaces"] = rep.get("why") if isinstance(rep, dict) and isinstance(rep.get("why"), str) else None
     out["worker_attempt"] = v.get("worker_attempt", {}).get("status") if isinstance(v.get("worker_attempt"), dict) else None
     return out
 
@@ -509,11 +511,17 @@ def isolation_stats(timed: list) -> dict:
     once each and shared by the ops after each worker's first) or in fresh processes, and
     how many ops a worker failed and a fresh process ran again."""
     ph = [o.phases or {} for o in timed]
-    workers = {p["worker_pid"]: p.get("worker_imports_s") or 0.0 for p in ph if p.get("mode") == "worker" and p.get("worker_pid")}
+    in_workers = [p for p in ph if p.get("mode") == "worker" and p.get("worker_pid")]
+    workers = {p["worker_pid"]: p.get("worker_imports_s") or 0.0 for p in in_workers}
+    replaced: dict = {}
+    for why in {p["worker_pid"]: p.get("worker_replaces") for p in in_workers}.values():
+        if why:
+            replaced[why] = replaced.get(why, 0) + 1
     return {"in_workers": sum(1 for p in ph if p.get("mode") == "worker"),
             "in_processes": sum(1 for p in ph if p.get("mode") == "process"),
             "workers": len(workers), "worker_imports_s": round(sum(workers.values()), 3),
-            "fresh_reruns": sum(1 for p in ph if p.get("worker_attempt"))}
+            "fresh_reruns": sum(1 for p in ph if p.get("worker_attempt")),
+            "replaced": dict(sorted(replaced.items()))}
 
 
 def time_stats(ops: list[OpSummary]) -> dict | None:
@@ -550,6 +558,9 @@ def format_time_stats(t: dict) -> list:
         lines.append(f"{iso['in_workers']} ops ran in {iso['workers']} warm workers (their start and imports, "
                      f"{iso['worker_imports_s']:.1f} s, count in each worker's first op), {iso['in_processes']} in fresh "
                      f"processes; {iso['fresh_reruns']} ran again fresh after they did not pass in a worker")
+        if iso.get("replaced"):
+            lines.append("workers replaced by their lane: " + ", ".join(
+                f"{n} for {why}" for why, n in iso["replaced"].items()) + " (phases.worker.replaces in result.json)")
     lines.append("slowest ops: " + ", ".join(f"{o['op']} {o['wall_s']:.1f} s" for o in t["slowest"]))
     return lines
 
