@@ -55,29 +55,38 @@ def canary(torch, n=3) -> float:
     return round(statistics.median(v for v in vals if v is not None), 4)
 
 
-def canary_default_stream(torch) -> float:
-    """The same graph, captured and replayed on a fresh stream each time (not the kept one)."""
+def graph_canary(torch, stream, sleep_lead: bool) -> float:
+    """Device time per kernel of a graph of 200 one-element additions replayed on
+    ``stream``: each timed replay right after a host sync (``sleep_lead`` False: the host's
+    submission is timed too), or behind a ~1 ms ``torch.cuda._sleep`` (device time only)."""
     cuda = torch.cuda
     x = torch.zeros(1, device="cuda")
-    s = cuda.Stream()
-    with cuda.stream(s):
+    with cuda.stream(stream):
         x.add_(1)
-    s.synchronize()
+    stream.synchronize()
     g = cuda.CUDAGraph()
-    with cuda.graph(g, stream=s):
+    with cuda.graph(g, stream=stream):
         for _ in range(200):
             x.add_(1)
     times = []
-    with cuda.stream(s):
+    with cuda.stream(stream):
         g.replay()
         for _ in range(15):
+            if sleep_lead:
+                cuda._sleep(2_000_000)
             a, b = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
             a.record()
             g.replay()
             b.record()
             b.synchronize()
             times.append(a.elapsed_time(b))
+    g.reset()
     return round(statistics.median(times) * 1e3 / 200, 4)
+
+
+def canary_default_stream(torch) -> float:
+    """The same graph on a fresh stream each time (not the kept one), host included."""
+    return graph_canary(torch, torch.cuda.Stream(), False)
 
 
 # ---------------------------------------------------------------- the suspects
@@ -233,33 +242,11 @@ def s_flaggems(torch):
 
 
 def canary_lead(torch) -> float:
-    """The canary with the device kept busy (torch.cuda._sleep) while the host submits
-    each timed replay: device time only, whatever the host's state."""
-    cuda = torch.cuda
+    """The canary on the process's side stream, the device kept busy while the host
+    submits each timed replay: device time only, whatever the host's state."""
     from opscreen.child import persist
 
-    s = persist.side_stream("cuda", cuda.current_device(), cuda.Stream)
-    x = torch.zeros(1, device="cuda")
-    with cuda.stream(s):
-        x.add_(1)
-    s.synchronize()
-    g = cuda.CUDAGraph()
-    with cuda.graph(g, stream=s):
-        for _ in range(200):
-            x.add_(1)
-    times = []
-    with cuda.stream(s):
-        g.replay()
-        for _ in range(15):
-            cuda._sleep(2_000_000)
-            a, b = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
-            a.record()
-            g.replay()
-            b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b))
-    g.reset()
-    return round(statistics.median(times) * 1e3 / 200, 4)
+    return graph_canary(torch, persist.side_stream("cuda", torch.cuda.current_device(), torch.cuda.Stream), True)
 
 
 def timer_us(torch, fn) -> float:
@@ -504,21 +491,43 @@ def chain(names: list) -> list:
     return rows
 
 
+def in_fresh(mode: str, arg: str):
+    """``mode``'s child (``--child-<mode> arg``) in a fresh process: its JSON, or None."""
+    p = subprocess.run([sys.executable, __file__, f"--child-{mode}", arg], capture_output=True, text=True, timeout=300)
+    try:
+        return json.loads(p.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        print(f"{mode} {arg}: failed:", (p.stderr or p.stdout)[-600:], flush=True)
+        return None
+
+
+def plans(mode: str, plan_list: list, line) -> list:
+    """Each plan in a fresh process; its steps printed with ``line(row)``."""
+    out = []
+    for plan in plan_list:
+        rows = in_fresh(mode, plan)
+        if rows is None:
+            continue
+        out.append({"plan": plan, "rows": rows})
+        print("== plan", plan, flush=True)
+        for r in rows:
+            print(line(r), flush=True)
+    return out
+
+
+def dump(path: str, data) -> None:
+    if path:
+        with open(path, "w") as f:
+            json.dump(data, f, indent=1)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--only", default="")
-    ap.add_argument("--chain", action="store_true")
-    ap.add_argument("--json", default="")
-    ap.add_argument("--child", default="")
-    ap.add_argument("--child-chain", default="")
-    ap.add_argument("--states", action="store_true")
-    ap.add_argument("--wake", action="store_true")
-    ap.add_argument("--child-wake", default="")
-    ap.add_argument("--flip", default="")
-    ap.add_argument("--mech", action="store_true")
-    ap.add_argument("--check", action="store_true")
-    ap.add_argument("--child-mech", default="")
-    ap.add_argument("--child-flip", default="")
+    for flag in ("--chain", "--states", "--wake", "--mech", "--check"):
+        ap.add_argument(flag, action="store_true")
+    for flag in ("--only", "--json", "--flip", "--child-one", "--child-chain", "--child-wake", "--child-mech",
+                 "--child-flip"):
+        ap.add_argument(flag, default="")
     a = ap.parse_args()
     if a.check:  # opscreen's own path, fresh process: canary, graph timer, then a suite's default-stream work
         import torch
@@ -538,91 +547,37 @@ def main() -> None:
         for name, v in rows:
             print(f"check {name:28s} {v} us", flush=True)
         return
-    if a.child_mech:
-        print(json.dumps(mech(a.child_mech)))
-        return
-    if a.mech:
-        allrows = []
-        for plan in MECH_PLANS:
-            p = subprocess.run([sys.executable, __file__, "--child-mech", plan], capture_output=True, text=True,
-                               timeout=200)
-            try:
-                rows = json.loads(p.stdout.strip().splitlines()[-1])
-            except (IndexError, ValueError):
-                print("plan failed:", plan, (p.stderr or p.stdout)[-600:])
-                continue
-            allrows.append({"plan": plan, "rows": rows})
-            print("== plan", plan, flush=True)
-            for r in rows:
-                print(f"  {r['step']:10s} add 64x64 {r['add64_us']:.4f} us  erf 64x64 {r['erf64_us']:.4f} us  "
-                      f"canary_lead {r['canary_lead']:.4f}", flush=True)
-        if a.json:
-            with open(a.json, "w") as f:
-                json.dump(allrows, f, indent=1)
-        return
-    if a.child_flip:
-        print(json.dumps(flip(a.child_flip)))
-        return
-    if a.flip:
-        out = []
-        for kind in a.flip.split(","):
-            p = subprocess.run([sys.executable, __file__, "--child-flip", kind], capture_output=True, text=True,
-                               timeout=200)
-            try:
-                r = json.loads(p.stdout.strip().splitlines()[-1])
-            except (IndexError, ValueError):
-                r = {"kind": kind, "error": (p.stderr or p.stdout)[-400:]}
-            out.append(r)
-            print(json.dumps(r), flush=True)
-        if a.json:
-            with open(a.json, "w") as f:
-                json.dump(out, f, indent=1)
-        return
-    if a.child_wake:
-        print(json.dumps(wake(a.child_wake)))
-        return
-    if a.wake:
-        allrows = []
-        for plan in WAKE_PLANS:
-            p = subprocess.run([sys.executable, __file__, "--child-wake", plan], capture_output=True, text=True,
-                               timeout=200)
-            try:
-                rows = json.loads(p.stdout.strip().splitlines()[-1])
-            except (IndexError, ValueError):
-                print("plan failed:", plan, (p.stderr or p.stdout)[-600:])
-                continue
-            allrows.append({"plan": plan, "rows": rows})
-            print("== plan", plan)
-            for r in rows:
-                print(f"  {r['step']:10s} t={r['t_s']:6.2f}s  add 64x64 {r['add64_us']:.4f} us  canary_lead "
-                      f"{r['canary_lead']:.4f}  smi {r['smi']}")
-        if a.json:
-            with open(a.json, "w") as f:
-                json.dump(allrows, f, indent=1)
-        return
     if a.states:
         rows = states()
         for r in rows:
             print(f"{r['step']:24s} canary {r['canary']:.4f}  canary_lead {r['canary_lead']:.4f}  timer: add 64x64 "
                   f"{r['add64_us']:.4f} us, erf 64x64 {r['erf64_us']:.4f} us, add 4096^2 {r['add4096_us']:.3f} us")
-        if a.json:
-            with open(a.json, "w") as f:
-                json.dump(rows, f, indent=1)
+        dump(a.json, rows)
         return
-    if a.child:
-        print(json.dumps(one(a.child)))
+    children = {"one": one, "chain": lambda arg: chain(arg.split(",")), "mech": mech, "flip": flip, "wake": wake}
+    for name, fn in children.items():
+        arg = getattr(a, f"child_{name}")
+        if arg:
+            print(json.dumps(fn(arg)))
+            return
+    if a.mech:
+        dump(a.json, plans("mech", MECH_PLANS, lambda r: f"  {r['step']:10s} add 64x64 {r['add64_us']:.4f} us  "
+                           f"erf 64x64 {r['erf64_us']:.4f} us  canary_lead {r['canary_lead']:.4f}"))
         return
-    if a.child_chain:
-        print(json.dumps(chain(a.child_chain.split(","))))
+    if a.wake:
+        dump(a.json, plans("wake", WAKE_PLANS, lambda r: f"  {r['step']:10s} t={r['t_s']:6.2f}s  add 64x64 "
+                           f"{r['add64_us']:.4f} us  canary_lead {r['canary_lead']:.4f}  smi {r['smi']}"))
         return
-    names = [n for n in (a.only.split(",") if a.only else SCENARIOS)]
+    if a.flip:
+        out = [in_fresh("flip", kind) or {"kind": kind, "error": "no result"} for kind in a.flip.split(",")]
+        for r in out:
+            print(json.dumps(r), flush=True)
+        dump(a.json, out)
+        return
+    names = a.only.split(",") if a.only else list(SCENARIOS)
     results = {"scenarios": [], "chain": None}
     for n in names:
-        p = subprocess.run([sys.executable, __file__, "--child", n], capture_output=True, text=True, timeout=300)
-        try:
-            r = json.loads(p.stdout.strip().splitlines()[-1])
-        except (IndexError, ValueError):
-            r = {"scenario": n, "error": (p.stderr or p.stdout)[-400:]}
+        r = in_fresh("one", n) or {"scenario": n, "error": "no result"}
         results["scenarios"].append(r)
         print(f"{n:16s} before {r.get('before_us')} after {r.get('after_us')} us ({r.get('rise_pct')} %)  "
               f"fresh stream {r.get('fresh_stream_before_us')} -> {r.get('fresh_stream_after_us')}  "
@@ -630,19 +585,11 @@ def main() -> None:
               + (f"  stack reset -> {r['after_stack_reset_us']} us" if "after_stack_reset_us" in r else "")
               + (f"  ERROR {r['error']}" if r.get("error") else ""), flush=True)
     if a.chain:
-        order = [n for n in names if n != "control"]
-        p = subprocess.run([sys.executable, __file__, "--child-chain", ",".join(order)], capture_output=True, text=True,
-                           timeout=400)
-        try:
-            results["chain"] = json.loads(p.stdout.strip().splitlines()[-1])
-            for r in results["chain"]:
-                print(f"chain {r['step']:40s} {r.get('canary_us')} us  stack {r.get('limits', {}).get('stack')}"
-                      + (f"  ERROR {r['error']}" if r.get("error") else ""))
-        except (IndexError, ValueError):
-            print("chain failed:", (p.stderr or p.stdout)[-600:])
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(results, f, indent=1)
+        results["chain"] = in_fresh("chain", ",".join(n for n in names if n != "control"))
+        for r in results["chain"] or []:
+            print(f"chain {r['step']:40s} {r.get('canary_us')} us  stack {r.get('limits', {}).get('stack')}"
+                  + (f"  ERROR {r['error']}" if r.get("error") else ""))
+    dump(a.json, results)
 
 
 if __name__ == "__main__":
