@@ -24,9 +24,10 @@ _SETTLED: set = set()
 #: Kernel launches on the default stream that settle a process's device, once its side
 #: stream exists, before its first measurement. On an H200 (bench/results/2026-12-01-h200-settle.md)
 #: a process whose work has all gone to one stream replays small kernels in a graph about
-#: 0.18 us (16 %) faster per kernel than once a second stream has been made and the
-#: default stream has launched anything after that (10 launches suffice), and it stays in
-#: that second state for the rest of its life. A suite creates its inputs on the default
+#: 0.18 us (16 %) faster per kernel than once a second stream has seen work and the
+#: default stream has launched anything after that (10 launches suffice; launches before
+#: it, or on a stream only made, do nothing), and it stays in that second state for the
+#: rest of its life. A suite creates its inputs on the default
 #: stream and the graph timer replays on its side stream, so a fresh process flipped in
 #: the middle of an op (its first dtype fast, the rest slow) and a warm worker measured
 #: its later ops in the second state only. Settled, every process measures every case in
