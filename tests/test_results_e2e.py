@@ -138,6 +138,10 @@ def test_summary_says_where_the_time_went(base_runs, cli):
         ph = result["phases"]
         parts = [ph[k] for k in ("start_imports_s", "collection_s", "measurement_s", "teardown_s")]
         assert all(v >= 0 for v in parts) and sum(parts) <= ph["child_wall_s"] <= result["duration_s"], ph
+        # of the measurement: what opscreen's timer took (the CPU's wallclock timer: all of it "other")
+        tm = ph["timer"]
+        assert tm["measurements"] >= 2 and 0 < tm["timer_s"] <= ph["measurement_s"], ph
+        assert tm["warmup_s"] == tm["capture_s"] == tm["samples_s"] == 0 and tm["other_s"] == tm["timer_s"], tm
     res = cli("summary", a)
     assert res.returncode == 0, res.stderr
     out = res.stdout
@@ -150,3 +154,7 @@ def test_summary_says_where_the_time_went(base_runs, cli):
     assert t["phases"]["measurement_s"]["s"] > 0 and t["phases"]["start_imports_s"]["s"] > 0
     assert sum(p["s"] for p in t["phases"].values()) == pytest.approx(t["wall_s"], abs=0.01)
     assert [o["op"] for o in t["slowest"]] and len(t["slowest"]) == 2
+    tm = t["timers"]
+    assert tm["ops"] == 2 and 0 < tm["timer_s"] <= tm["measurement_s"]
+    assert tm["suite_s"] == pytest.approx(tm["measurement_s"] - tm["timer_s"], abs=0.002)
+    assert f"of the measurement (2 ops, {tm['measurement_s']:.1f} s): opscreen's timers {tm['timer_s']:.1f} s" in out, out

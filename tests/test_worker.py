@@ -128,8 +128,9 @@ sys.path.insert(0, sys.argv[1])
 import torch
 from opscreen.child import worker
 base = worker.Baseline("", [], "cpu")
-import opscreen.child.persist, opscreen.child.estimator  # what an op imports: one kept, one dropped
+import opscreen.child.persist, opscreen.child.estimator, opscreen.child.timed_value  # one kept, two dropped
 estimator = opscreen.child.estimator
+opscreen.child.timed_value.add_timer_time("timer_s", 1.0)  # this op's timer accounting
 signal.signal(signal.SIGTERM, lambda *a: None)  # an op's handler (it holds its module)
 fresh = {"dtype": str(torch.get_default_dtype()), "grad": torch.is_grad_enabled(), "draw": torch.rand(3).tolist()}
 torch.manual_seed(base.torch["seed"])
@@ -147,7 +148,8 @@ print(json.dumps({"fresh": fresh, "after": after, "report": report,
                   "sigterm_default": signal.getsignal(signal.SIGTERM) is signal.SIG_DFL,
                   "persist_kept": "opscreen.child.persist" in sys.modules,
                   "estimator_dropped": "opscreen.child.estimator" not in sys.modules,
-                  "estimator_unbound": getattr(opscreen.child, "estimator", None) is not estimator}))
+                  "estimator_unbound": getattr(opscreen.child, "estimator", None) is not estimator,
+                  "next_op_timer_time": __import__("opscreen.child.timed_value").child.timed_value.timer_time()}))
 """
 
 
@@ -164,6 +166,7 @@ def test_hygiene_restores_torch_state_logging_and_path():
     assert got["report"]["rss_mb"] > 0
     assert got["sigterm_default"] and got["persist_kept"]
     assert got["estimator_dropped"] and got["estimator_unbound"]
+    assert got["next_op_timer_time"] == {}  # the next op's phases.timer starts from nothing
 
 
 def test_op_repeats_share_one_worker_when_asked(faults):

@@ -32,6 +32,9 @@ plugin measured one for a row whose other side could not be graph-timed.
 Arithmetic on it gives plain floats, ``json.dumps`` writes the number,
 ``copy.deepcopy``/``dataclasses.asdict``/``pickle`` keep the tags.
 
+:func:`add_timer_time` / :func:`timer_time` keep where this process's measurements spent
+their wall time (the identity plugin writes it as ``phases.timer``).
+
 The registry lets ``opscreen.child.graph`` announce itself when pytest loads it
 (``-p opscreen.child.graph``) without the timing plugin ever importing it: a run
 without graph capture never imports the graph machinery.
@@ -159,3 +162,31 @@ def register_profiler_provider(provider: Any) -> None:
 def profiler_provider() -> Any:
     """The registered profiler provider, or None when the profiler plugin is not loaded."""
     return _profiler_provider
+
+
+# -- where the timers' time went (phases.timer in run_identity.json and result.json) ----
+
+#: The graph timer's parts; the rest of the timers' time (direct, profiler, wallclock,
+#: like-with-like retimes, fallbacks) is ``other_s``.
+TIMER_PARTS = ("warmup_s", "capture_s", "samples_s")
+_timer_time: dict = {}
+
+
+def add_timer_time(part: str, seconds: float) -> None:
+    """Add ``seconds`` of wall time to ``part``: ``timer_s`` (one whole measurement, as
+    the timing plugin saw it; also counts it) or one of :data:`TIMER_PARTS`."""
+    _timer_time[part] = _timer_time.get(part, 0.0) + max(0.0, float(seconds))
+    if part == "timer_s":
+        _timer_time["measurements"] = _timer_time.get("measurements", 0) + 1
+
+
+def timer_time() -> dict:
+    """``{measurements, timer_s, warmup_s, capture_s, samples_s, other_s}`` (seconds, ms
+    resolution) for this process so far; {} before its first measurement."""
+    if not _timer_time.get("measurements"):
+        return {}
+    out = {"measurements": int(_timer_time["measurements"]), "timer_s": round(_timer_time["timer_s"], 3)}
+    for part in TIMER_PARTS:
+        out[part] = round(_timer_time.get(part, 0.0), 3)
+    out["other_s"] = round(max(0.0, out["timer_s"] - sum(out[p] for p in TIMER_PARTS)), 3)
+    return out

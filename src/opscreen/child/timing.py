@@ -73,6 +73,7 @@ import pytest
 from . import config as _config
 from . import estimator as _estimator
 from . import fatal as _errors
+from . import timed_value as _timed
 from .timed_value import (
     FALLBACK_PREFIX,
     PROFILER_SUFFIX,
@@ -650,6 +651,7 @@ class TimingState:
             if call.quantiles is not None:
                 return original(fn, *args, **kwargs)
             state.local.depth = getattr(state.local, "depth", 0) + 1
+            began = time.perf_counter()
             try:
                 with gc_paused():
                     result = state.measure(call, modname)
@@ -660,6 +662,7 @@ class TimingState:
                 raise
             finally:
                 state.local.depth -= 1
+                _timed.add_timer_time("timer_s", time.perf_counter() - began)
             state.counts[result.timer] += 1
             if result.fallback:
                 state.fallbacks.append({**result.fallback, "timer": result.timer})

@@ -383,6 +383,9 @@ def op_phases(ident: dict, outcome: OpOutcome, isolation: str = "op", worker: di
     for key in PHASE_KEYS:
         v = reported.get(key)
         out[key] = float(v) if isinstance(v, (int, float)) and v >= 0 else None
+    timer = reported.get("timer")
+    if isinstance(timer, dict):  # what opscreen's timers took of the measurement (child/timed_value.py)
+        out["timer"] = {k: v for k, v in timer.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
     out["child_wall_s"] = round(outcome.duration_s, 3)
     return out
 

@@ -503,7 +503,28 @@ def _phases(v: Any) -> dict | None:
         rep = w.get("replaces")
         out["worker_replaces"] = rep.get("why") if isinstance(rep, dict) and isinstance(rep.get("why"), str) else None
     out["worker_attempt"] = v.get("worker_attempt", {}).get("status") if isinstance(v.get("worker_attempt"), dict) else None
+    t = v.get("timer")
+    if isinstance(t, dict):
+        out["timer"] = {k: _f(t.get(k)) for k in TIMER_KEYS}
     return out
+
+
+#: What ``phases.timer`` holds: opscreen's timers' share of an op's measurement phase.
+TIMER_KEYS = ("timer_s", "warmup_s", "capture_s", "samples_s", "other_s", "measurements")
+
+
+def timer_stats(timed: list) -> dict | None:
+    """Of the measurement phase of the ops that report ``phases.timer``: what opscreen's
+    timers took (graph warm-up, capture, samples, the other timers) and what the suite's
+    own code between measurements took (inputs, references, its loops); None when no op
+    reports it."""
+    ph = [o.phases for o in timed if o.phases and o.phases.get("timer") and o.phases.get("measurement_s") is not None]
+    if not ph:
+        return None
+    sums = {k: round(sum(p["timer"].get(k) or 0.0 for p in ph), 3) for k in TIMER_KEYS}
+    measurement = round(sum(p["measurement_s"] for p in ph), 3)
+    return {"ops": len(ph), "measurement_s": measurement, **sums,
+            "suite_s": round(max(0.0, measurement - sums["timer_s"]), 3)}
 
 
 def isolation_stats(timed: list) -> dict:
@@ -540,7 +561,7 @@ def time_stats(ops: list[OpSummary]) -> dict | None:
     phases["other"] = {"s": other, "share": share(other)}
     slowest = sorted(timed, key=lambda o: (-(o.duration_s or 0.0), o.op))[:SLOWEST]
     return {"ops": len(timed), "with_phases": sum(1 for o in timed if o.phases), "wall_s": total, "phases": phases,
-            "isolation": isolation_stats(timed),
+            "isolation": isolation_stats(timed), "timers": timer_stats(timed),
             "slowest": [{"op": o.op, "wall_s": o.duration_s, "status": o.status, **(o.phases or {})} for o in slowest]}
 
 
@@ -553,6 +574,14 @@ def format_time_stats(t: dict) -> list:
         p = t["phases"][key]
         tab.row(label, f"{p['s']:.1f}", _pct(p["share"]))
     lines.append(tab)
+    tm = t.get("timers")
+    if tm and tm["measurement_s"] > 0:
+        pct = (lambda v: f"{100 * v / tm['measurement_s']:.0f} %")
+        lines.append(f"of the measurement ({tm['ops']} ops, {tm['measurement_s']:.1f} s): opscreen's timers "
+                     f"{tm['timer_s']:.1f} s ({pct(tm['timer_s'])}; {int(tm['measurements'])} measurements: graph "
+                     f"warm-up {tm['warmup_s']:.1f} s, capture {tm['capture_s']:.1f} s, samples {tm['samples_s']:.1f} s, "
+                     f"other timers {tm['other_s']:.1f} s), the suite's own code {tm['suite_s']:.1f} s "
+                     f"({pct(tm['suite_s'])}: inputs, references, its loops)")
     iso = t.get("isolation") or {}
     if iso.get("in_workers"):
         lines.append(f"{iso['in_workers']} ops ran in {iso['workers']} warm workers (their start and imports, "
