@@ -23,6 +23,7 @@
 #   bash bench/device/h200_checks.sh profiler    # issue 18: profiler vs graph vs direct (3 processes), A/A of uncapturable ops
 #   bash bench/device/h200_checks.sh lanes18     # issue 18: two-lane A/A of uncapturable + graph ops, then one lane alone
 #   bash bench/device/h200_checks.sh wkcause     # issue 16: op, worker, worker resting between ops, op again; GPU clocks logged
+#                                                # next: N_OPS=7 MODES="op wk op2" (A/A after settling, one GPU ~550 s)
 #
 # The FlagGems copy is an archive of ed2508b (not a checkout): OPSCREEN_SUITE_COMMIT declares it.
 #
@@ -417,6 +418,8 @@ PY
     for m in wk wkrest op2; do
       [ -d "$W/$m" ] && { echo "== $m against op"; python3 bench/worker_ab.py "$W/$m" "$W/op" --json "$W/${m}_vs_op.json" | grep -E "^A/A|^(worker|op) "; }
     done
+    # where the time went (phases.timer: opscreen's timers against the suite's own code), and why workers were replaced
+    for m in op wk; do [ -d "$W/$m" ] && { echo "== $m"; python3 -m opscreen summary "$W/$m" | grep -A12 "^where the time went"; }; done
     ;;
   *) echo "unknown step $step" >&2; exit 2 ;;
 esac
