@@ -243,3 +243,28 @@ def test_version_1_summary_still_loads_and_joins(run_dir, tmp_path, capsys):
     out = capsys.readouterr().out
     n = sum(1 for r in s.row_dicts())
     assert f"rows: {n}; " in out and "gone 0, new 0" in out
+
+
+def test_where_the_measurement_went_names_the_graph_timers_parts_only_when_it_ran():
+    from opscreen.results.summary import format_time_stats, timer_stats
+
+    class Op:
+        def __init__(self, measurement, timer):
+            self.phases = {"measurement_s": measurement, "timer": timer}
+
+    graph = {"timer_s": 6.0, "warmup_s": 1.0, "capture_s": 0.5, "samples_s": 3.0, "other_s": 1.5, "measurements": 30}
+    tm = timer_stats([Op(5.0, graph), Op(3.0, None), Op(3.0, {**graph, "measurements": 2})])
+    assert tm["ops"] == 2 and tm["measurement_s"] == 8.0 and tm["timer_s"] == 12.0 and tm["suite_s"] == 0.0
+    tm = timer_stats([Op(8.0, graph)])
+    assert tm["suite_s"] == 2.0 and tm["measurements"] == 30
+    base = {"ops": 1, "with_phases": 1, "wall_s": 10.0, "isolation": {}, "slowest": [{"op": "a", "wall_s": 10.0}],
+            "phases": {k: {"s": 1.0, "share": 0.1} for k in ("start_imports_s", "collection_s", "measurement_s",
+                                                              "teardown_s", "other")}}
+    line = [x for x in format_time_stats({**base, "timers": tm}) if isinstance(x, str) and x.startswith("of the")][0]
+    assert line == ("of the measurement (1 ops, 8.0 s): opscreen's timers 6.0 s (75 %; 30 measurements: graph warm-up "
+                    "1.0 s, capture 0.5 s, samples 3.0 s, other timers 1.5 s), the suite's own code 2.0 s (25 %: "
+                    "inputs, references, its loops)")
+    cpu = timer_stats([Op(8.0, {**graph, "warmup_s": 0.0, "capture_s": 0.0, "samples_s": 0.0, "other_s": 6.0})])
+    line = [x for x in format_time_stats({**base, "timers": cpu}) if isinstance(x, str) and x.startswith("of the")][0]
+    assert "graph" not in line and "6.0 s (75 %; 30 measurements)" in line
+    assert timer_stats([Op(8.0, None)]) is None

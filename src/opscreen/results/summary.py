@@ -577,11 +577,12 @@ def format_time_stats(t: dict) -> list:
     tm = t.get("timers")
     if tm and tm["measurement_s"] > 0:
         pct = (lambda v: f"{100 * v / tm['measurement_s']:.0f} %")
+        graph = tm["warmup_s"] + tm["capture_s"] + tm["samples_s"]
+        parts = (f": graph warm-up {tm['warmup_s']:.1f} s, capture {tm['capture_s']:.1f} s, samples "
+                 f"{tm['samples_s']:.1f} s, other timers {tm['other_s']:.1f} s" if graph > 0 else "")
         lines.append(f"of the measurement ({tm['ops']} ops, {tm['measurement_s']:.1f} s): opscreen's timers "
-                     f"{tm['timer_s']:.1f} s ({pct(tm['timer_s'])}; {int(tm['measurements'])} measurements: graph "
-                     f"warm-up {tm['warmup_s']:.1f} s, capture {tm['capture_s']:.1f} s, samples {tm['samples_s']:.1f} s, "
-                     f"other timers {tm['other_s']:.1f} s), the suite's own code {tm['suite_s']:.1f} s "
-                     f"({pct(tm['suite_s'])}: inputs, references, its loops)")
+                     f"{tm['timer_s']:.1f} s ({pct(tm['timer_s'])}; {int(tm['measurements'])} measurements{parts}), "
+                     f"the suite's own code {tm['suite_s']:.1f} s ({pct(tm['suite_s'])}: inputs, references, its loops)")
     iso = t.get("isolation") or {}
     if iso.get("in_workers"):
         lines.append(f"{iso['in_workers']} ops ran in {iso['workers']} warm workers (their start and imports, "
