@@ -280,9 +280,19 @@ class _FakeCuda:
             yield
             fake.capturing = False
 
+        @contextlib.contextmanager
+        def stream(s):
+            before, fake.current = fake.current, s
+            yield
+            fake.current = before
+
         self.clock = 0.0
-        self.CUDAGraph, self.Event, self.Stream, self.graph = Graph, Event, Stream, graph
-        self.stream = lambda s: contextlib.nullcontext()
+        self.current = self.DEFAULT = object()  # the current stream: the default one until a context says
+        self.on = []  # the stream of each eager launch, in order
+        self.CUDAGraph, self.Event, self.Stream, self.graph, self.stream = Graph, Event, Stream, graph, stream
+
+    def default_stream(self, index=None):
+        return self.DEFAULT
 
     def is_available(self):
         return True
@@ -310,6 +320,7 @@ class _FakeTorch:
                     cuda.captured += 1
                 else:
                     cuda.launches += 1
+                    cuda.on.append(cuda.current)
 
         return T()
 
@@ -351,6 +362,10 @@ def test_the_device_is_settled_once_per_process_before_the_first_canary():
     first = fake.cuda.launches
     assert first >= persist.SETTLE_LAUNCHES
     assert fake.cuda.stream_made_after == 0  # the side stream first: settling counts only once it exists
+    side = persist.side_stream("cuda", 0, None)
+    on = fake.cuda.on
+    # work on the side stream first, then SETTLE_LAUNCHES on the default stream (the order that moves the device)
+    assert on[:16] == [side] * 16 and on[16:16 + persist.SETTLE_LAUNCHES] == [fake.cuda.DEFAULT] * persist.SETTLE_LAUNCHES
     assert persist.settled("cuda", 0)
     worker.canary_us("cuda", fake)
     assert fake.cuda.launches - first < 10  # settled already: the second reading adds its warm-up only

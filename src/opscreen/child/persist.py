@@ -16,6 +16,7 @@ Standard library only (torch comes in as an argument).
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Callable
 
 _STREAMS: dict = {}
@@ -51,7 +52,7 @@ def forget_side_stream(device_type: str, index: int) -> None:
 def settle(torch: Any, device_type: str, index: int, stream: Any = None, launches: int = SETTLE_LAUNCHES) -> bool:
     """Once per process and device: a few one-element additions on ``stream`` (the side
     stream: a stream the device has seen work on), then ``launches`` of them on the
-    current (default) stream, then a synchronize: the sequence that moves an H200 to its
+    device's default stream, then a synchronize: the sequence that moves an H200 to its
     steady state (:data:`SETTLE_LAUNCHES` says why). True when it ran now; False when it
     had run, or could not (the measurement then goes on as is)."""
     key = (device_type, index)
@@ -65,8 +66,10 @@ def settle(torch: Any, device_type: str, index: int, stream: Any = None, launche
                 for _ in range(16):
                     x.add_(1)
             stream.synchronize()
-        for _ in range(launches):
-            x.add_(1)
+        default = getattr(dev, "default_stream", None)  # the default stream, whatever the suite made current
+        with dev.stream(default(index)) if default is not None else contextlib.nullcontext():
+            for _ in range(launches):
+                x.add_(1)
         dev.synchronize()
     except Exception:  # settling is a refinement: never the reason a measurement fails
         return False
