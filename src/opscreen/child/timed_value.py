@@ -166,8 +166,9 @@ def profiler_provider() -> Any:
 
 # -- where the timers' time went (phases.timer in run_identity.json and result.json) ----
 
-#: The graph timer's parts; the rest of the timers' time (direct, profiler, wallclock,
-#: like-with-like retimes, fallbacks) is ``other_s``.
+#: The parts the graph and wallclock timers report (warm-up, the graph's capture, the
+#: samples); the rest of the timers' time (direct, profiler, like-with-like retimes,
+#: fallbacks, a graph's failed attempt) is ``other_s``.
 TIMER_PARTS = ("warmup_s", "capture_s", "samples_s")
 _timer_time: dict = {}
 

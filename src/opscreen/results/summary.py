@@ -577,9 +577,9 @@ def format_time_stats(t: dict) -> list:
     tm = t.get("timers")
     if tm and tm["measurement_s"] > 0:
         pct = (lambda v: f"{100 * v / tm['measurement_s']:.0f} %")
-        graph = tm["warmup_s"] + tm["capture_s"] + tm["samples_s"]
-        parts = (f": graph warm-up {tm['warmup_s']:.1f} s, capture {tm['capture_s']:.1f} s, samples "
-                 f"{tm['samples_s']:.1f} s, other timers {tm['other_s']:.1f} s" if graph > 0 else "")
+        told = tm["warmup_s"] + tm["capture_s"] + tm["samples_s"]
+        parts = (f": warm-up {tm['warmup_s']:.1f} s, graph capture {tm['capture_s']:.1f} s, samples "
+                 f"{tm['samples_s']:.1f} s, other {tm['other_s']:.1f} s" if told > 0 else "")
         lines.append(f"of the measurement ({tm['ops']} ops, {tm['measurement_s']:.1f} s): opscreen's timers "
                      f"{tm['timer_s']:.1f} s ({pct(tm['timer_s'])}; {int(tm['measurements'])} measurements{parts}), "
                      f"the suite's own code {tm['suite_s']:.1f} s ({pct(tm['suite_s'])}: inputs, references, its loops)")
