@@ -386,6 +386,8 @@ PY
     # ops (the device idle as long as a fresh process's start), op again (the op-vs-op baseline).
     # SM clock, temperature and power every 200 ms in smi.csv.
     seed="${SEED:-20261201}"; n_ops="${N_OPS:-12}"
+    # a mode cut by the budget resumes: carry its run dir back in as .fg/<mode> (from this step's tarball)
+    for m in ${MODES:-op wk wkrest op2}; do [ -d ".fg/$m" ] && cp -r ".fg/$m" "$W/$m"; done
     python3 - "$seed" "$n_ops" > "$W/sample.txt" <<'PY'
 import random, sys, yaml
 inv = yaml.safe_load(open("ops/flaggems-inventory.yaml"))
