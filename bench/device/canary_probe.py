@@ -55,38 +55,11 @@ def canary(torch, n=3) -> float:
     return round(statistics.median(v for v in vals if v is not None), 4)
 
 
-def graph_canary(torch, stream, sleep_lead: bool) -> float:
-    """Device time per kernel of a graph of 200 one-element additions replayed on
-    ``stream``: each timed replay right after a host sync (``sleep_lead`` False: the host's
-    submission is timed too), or behind a ~1 ms ``torch.cuda._sleep`` (device time only)."""
-    cuda = torch.cuda
-    x = torch.zeros(1, device="cuda")
-    with cuda.stream(stream):
-        x.add_(1)
-    stream.synchronize()
-    g = cuda.CUDAGraph()
-    with cuda.graph(g, stream=stream):
-        for _ in range(200):
-            x.add_(1)
-    times = []
-    with cuda.stream(stream):
-        g.replay()
-        for _ in range(15):
-            if sleep_lead:
-                cuda._sleep(2_000_000)
-            a, b = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
-            a.record()
-            g.replay()
-            b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b))
-    g.reset()
-    return round(statistics.median(times) * 1e3 / 200, 4)
-
-
 def canary_default_stream(torch) -> float:
     """The same graph on a fresh stream each time (not the kept one), host included."""
-    return graph_canary(torch, torch.cuda.Stream(), False)
+    from opscreen.child.worker import graph_kernel_us
+
+    return graph_kernel_us(torch, torch.cuda.Stream(), lead="none")
 
 
 # ---------------------------------------------------------------- the suspects
@@ -245,8 +218,10 @@ def canary_lead(torch) -> float:
     """The canary on the process's side stream, the device kept busy while the host
     submits each timed replay: device time only, whatever the host's state."""
     from opscreen.child import persist
+    from opscreen.child.worker import graph_kernel_us
 
-    return graph_canary(torch, persist.side_stream("cuda", torch.cuda.current_device(), torch.cuda.Stream), True)
+    return graph_kernel_us(torch, persist.side_stream("cuda", torch.cuda.current_device(), torch.cuda.Stream),
+                           lead="sleep")
 
 
 def timer_us(torch, fn) -> float:

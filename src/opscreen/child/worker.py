@@ -244,15 +244,14 @@ CANARY_REPLAYS = 15
 
 
 def canary_us(device_type: str, torch=None) -> float | None:
-    """The worker's canary: device time per kernel (us) of a graph of :data:`CANARY_NODES`
-    one-element additions, replayed on the process's side stream (the one the graph timer
-    replays on: persist.py), median of :data:`CANARY_REPLAYS` replays timed by device
-    events, each behind an untimed replay of the same graph (as the graph timer's samples:
-    the host's submission is never timed). The device is settled first, as before any
-    measurement (:func:`opscreen.child.persist.settled_side_stream`). Taken once after
-    the imports (what a fresh process reads) and after every op's hygiene; the harness
-    replaces a worker whose canary rose (opscreen.op.lane). None without a CUDA/HIP
-    device, or when it cannot be taken."""
+    """The worker's canary: :func:`graph_kernel_us` on the process's side stream (the one
+    the graph timer replays on: persist.py), each timed replay behind an untimed one (as
+    the graph timer's samples: the host's submission is never timed). The device is
+    settled first, as before any measurement
+    (:func:`opscreen.child.persist.settled_side_stream`). Taken once after the imports
+    (what a fresh process reads) and after every op's hygiene; the harness replaces a
+    worker whose canary rose (opscreen.op.lane). None without a CUDA/HIP device, or when
+    it cannot be taken."""
     torch = torch if torch is not None else sys.modules.get("torch")
     if torch is None or device_type != "cuda":
         return None
@@ -262,31 +261,45 @@ def canary_us(device_type: str, torch=None) -> float | None:
             return None
         from opscreen.child import persist
 
-        stream = persist.settled_side_stream(torch, device_type, cuda.current_device(), cuda.Stream)
-        x = torch.zeros(1, device="cuda")
-        graph = cuda.CUDAGraph()
-        with cuda.stream(stream):
-            x.add_(1)  # warm: the kernel loaded before the capture
-        stream.synchronize()
-        with cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
-            for _ in range(CANARY_NODES):
-                x.add_(1)
-        times = []
-        with cuda.stream(stream):
-            for _ in range(CANARY_REPLAYS):
-                graph.replay()  # untimed: the device busy while the timed replay is submitted
-                begin, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
-                begin.record()
-                graph.replay()
-                end.record()
-                end.synchronize()
-                times.append(begin.elapsed_time(end))
-        graph.reset()
-        del x
+        us = graph_kernel_us(torch, persist.settled_side_stream(torch, device_type, cuda.current_device(), cuda.Stream))
         cuda.empty_cache()
-        return round(statistics.median(times) * 1e3 / CANARY_NODES, 4)
+        return us
     except Exception:  # a canary that cannot be taken says nothing; the op's own errors show in the op
         return None
+
+
+def graph_kernel_us(torch, stream, lead: str = "replay") -> float:
+    """Device time per kernel (us) of a CUDA graph of :data:`CANARY_NODES` one-element
+    additions replayed on ``stream``: the median of :data:`CANARY_REPLAYS` replays, each
+    between two device events, after one untimed replay. ``lead`` is what precedes each
+    timed replay: ``replay`` (an untimed one: device time only), ``sleep`` (a ~1 ms
+    ``torch.cuda._sleep``: device time only) or ``none`` (a timed replay right after the
+    host's sync, so its submission is timed too; bench/device/canary_probe.py)."""
+    cuda = torch.cuda
+    x = torch.zeros(1, device="cuda")
+    graph = cuda.CUDAGraph()
+    with cuda.stream(stream):
+        x.add_(1)  # warm: the kernel loaded before the capture
+    stream.synchronize()
+    with cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
+        for _ in range(CANARY_NODES):
+            x.add_(1)
+    times = []
+    with cuda.stream(stream):
+        graph.replay()
+        for _ in range(CANARY_REPLAYS):
+            if lead == "replay":
+                graph.replay()  # the device busy while the timed replay is submitted
+            elif lead == "sleep":
+                cuda._sleep(2_000_000)
+            begin, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+            begin.record()
+            graph.replay()
+            end.record()
+            end.synchronize()
+            times.append(begin.elapsed_time(end))
+    graph.reset()
+    return round(statistics.median(times) * 1e3 / CANARY_NODES, 4)
 
 
 def _rest_s(text: str) -> float:

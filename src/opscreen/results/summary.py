@@ -22,6 +22,7 @@ import math
 import os
 import re
 import statistics
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -32,7 +33,7 @@ from .. import contracts
 from ..fsio import atomic_write_text
 from ._io import csv_text
 from .records import REPEAT_DIR
-from ..child.timed_value import TIMER_PROFILER, fallback_phase, timer_method
+from ..child.timed_value import TIMER_PARTS, TIMER_PROFILER, fallback_phase, timer_method
 from ..tables import table, to_text
 from .parse import CaseRow, ParsedLog, merge_rows, parse_record_json, parse_record_log, parse_run_log
 
@@ -510,12 +511,12 @@ def _phases(v: Any) -> dict | None:
 
 
 #: What ``phases.timer`` holds: opscreen's timers' share of an op's measurement phase.
-TIMER_KEYS = ("timer_s", "warmup_s", "capture_s", "samples_s", "other_s", "measurements")
+TIMER_KEYS = ("timer_s", *TIMER_PARTS, "other_s", "measurements")
 
 
 def timer_stats(timed: list) -> dict | None:
     """Of the measurement phase of the ops that report ``phases.timer``: what opscreen's
-    timers took (graph warm-up, capture, samples, the other timers) and what the suite's
+    timers took (warm-up, the graph's capture, samples, the rest) and what the suite's
     own code between measurements took (inputs, references, its loops); None when no op
     reports it."""
     ph = [o.phases for o in timed if o.phases and o.phases.get("timer") and o.phases.get("measurement_s") is not None]
@@ -534,10 +535,8 @@ def isolation_stats(timed: list) -> dict:
     ph = [o.phases or {} for o in timed]
     in_workers = [p for p in ph if p.get("mode") == "worker" and p.get("worker_pid")]
     workers = {p["worker_pid"]: p.get("worker_imports_s") or 0.0 for p in in_workers}
-    replaced: dict = {}
-    for why in {p["worker_pid"]: p.get("worker_replaces") for p in in_workers}.values():
-        if why:
-            replaced[why] = replaced.get(why, 0) + 1
+    # each worker once (its ops all say why it replaced the one before)
+    replaced = Counter(why for why in {p["worker_pid"]: p.get("worker_replaces") for p in in_workers}.values() if why)
     return {"in_workers": sum(1 for p in ph if p.get("mode") == "worker"),
             "in_processes": sum(1 for p in ph if p.get("mode") == "process"),
             "workers": len(workers), "worker_imports_s": round(sum(workers.values()), 3),
