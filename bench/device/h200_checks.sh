@@ -23,7 +23,7 @@
 #   bash bench/device/h200_checks.sh profiler    # issue 18: profiler vs graph vs direct (3 processes), A/A of uncapturable ops
 #   bash bench/device/h200_checks.sh lanes18     # issue 18: two-lane A/A of uncapturable + graph ops, then one lane alone
 #   bash bench/device/h200_checks.sh wkcause     # issue 16: op, worker, worker resting between ops, op again; GPU clocks logged
-#                                                # next: N_OPS=7 MODES="op wk op2" (A/A after settling, one GPU ~550 s)
+#                                                # MODES also: wk1 (a worker per op: --max-ops-per-worker 1)
 #
 # The FlagGems copy is an archive of ed2508b (not a checkout): OPSCREEN_SUITE_COMMIT declares it.
 #
@@ -397,7 +397,7 @@ PY
     nvidia-smi --query-gpu=timestamp,index,clocks.sm,clocks.mem,temperature.gpu,power.draw,clocks_throttle_reasons.active \
         --format=csv,noheader,nounits -lms 200 > "$W/smi.csv" 2>&1 & smi=$!
     for m in ${MODES:-op wk wkrest op2}; do
-      case "$m" in wk) iso="--isolation worker" ;; wkrest) iso="--isolation worker" ;; *) iso="--isolation op" ;; esac
+      case "$m" in wk|wkrest) iso="--isolation worker" ;; wk1) iso="--isolation worker --max-ops-per-worker 1" ;; *) iso="--isolation op" ;; esac
       rest=0; [ "$m" = wkrest ] && rest="${REST_S:-8}"
       [ "$(left)" -gt 30 ] || { echo "$m: skipped (time)"; continue; }
       echo "$m start $(date +%H:%M:%S.%N)" >> "$W/marks.txt"
@@ -409,7 +409,7 @@ PY
     done
     kill "$smi" 2>/dev/null
     # the workers' canary (device time per kernel of a fixed graph) after their imports and after each op
-    for m in wk wkrest; do [ -d "$W/$m" ] && python3 - "$W/$m" <<'PY'
+    for m in wk wkrest wk1; do [ -d "$W/$m" ] && python3 - "$W/$m" <<'PY'
 import json, pathlib, sys
 for f in sorted(pathlib.Path(sys.argv[1]).glob("ops/*/result.json")):
     w = (json.loads(f.read_text()).get("phases") or {}).get("worker") or {}
@@ -417,7 +417,7 @@ for f in sorted(pathlib.Path(sys.argv[1]).glob("ops/*/result.json")):
           f"canary start {w.get('canary_start_us')} us, after {w.get('canary_us')} us")
 PY
     done
-    for m in wk wkrest op2; do
+    for m in wk wkrest wk1 op2; do
       [ -d "$W/$m" ] && { echo "== $m against op"; python3 bench/worker_ab.py "$W/$m" "$W/op" --json "$W/${m}_vs_op.json" | grep -E "^A/A|^(worker|op) "; }
     done
     # where the time went (phases.timer: opscreen's timers against the suite's own code), and why workers were replaced
