@@ -801,6 +801,25 @@ def gc_paused():
             gc.enable()
 
 
+def freeze_heap() -> None:
+    """Move what is alive once the op's tests are collected (the interpreter, torch, the
+    library, Triton, the test modules) out of the garbage collector's sight
+    (``gc.freeze``): a suite that calls ``gc.collect()`` after every case (FlagGems' does)
+    then scans only what the op made since, not the hundreds of thousands of objects
+    its imports left (80 ms a collection with torch alone, ~0.2 s with a library and
+    Triton: seconds an op). What is frozen was alive and stays alive; what becomes
+    garbage later is collected as before, and :func:`thaw_heap` hands the frozen
+    objects back at the end of the session (a warm worker's hygiene then collects the
+    op's modules). Not measurement: the collector is off while a call is timed
+    (:func:`gc_paused`)."""
+    gc.collect()
+    gc.freeze()
+
+
+def thaw_heap() -> None:
+    gc.unfreeze()
+
+
 STATE = TimingState()
 
 
@@ -823,6 +842,8 @@ def pytest_report_header(config):
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_finish(session):
     STATE.install()
+    if STATE.active:
+        freeze_heap()
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -837,3 +858,4 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
 def pytest_unconfigure(config):
     STATE.uninstall()
+    thaw_heap()

@@ -25,8 +25,11 @@ signal handlers, drops the modules the op imported from the suite's test tree (i
 conftest and benchmark modules, so their globals start fresh) and every
 ``opscreen.child`` plugin module but :mod:`opscreen.child.persist` (also from their
 package's attributes: a dropped module that something still holds keeps its globals,
-and with them the op's last timed callable and its inputs, alive), and collects
-garbage. It then reports its memory and its canary (:func:`canary_us`: a fixed graph of
+and with them the op's last timed callable and its inputs, alive), makes the finished
+session's assertion-rewriting hook let go of its session (a pytest plugin first
+imported inside it keeps the hook as its loader), and collects garbage (the timing
+plugin froze what was alive after collection, and thawed it when the session ended:
+``opscreen.child.timing.freeze_heap``). It then reports its memory and its canary (:func:`canary_us`: a fixed graph of
 tiny kernels, also read once after the imports) so that the harness can recycle it.
 
 Output: the op's stdout and stderr go to the worker's own (a pipe the harness reads
@@ -182,6 +185,7 @@ def hygiene(base: Baseline) -> dict:
                 signal.signal(sig, handler)
             except (ValueError, OSError, TypeError):
                 pass
+    _release_rewrite_hooks()
     memory = _reset_torch(base)
     random.seed()
     np = sys.modules.get("numpy")
@@ -193,6 +197,26 @@ def hygiene(base: Baseline) -> dict:
     if not base.torch:  # _reset_torch collected already
         gc.collect()
     return {"hygiene_s": round(time.monotonic() - t0, 3), "rss_mb": rss_mb(), **memory}
+
+
+def _release_rewrite_hooks() -> None:
+    """A module first imported inside an op's pytest session and kept (a pytest plugin
+    loaded from its entry point, such as pytest_timeout) keeps that session's
+    assertion-rewriting hook as its loader, and the hook holds the session's config:
+    its session, its items and the op's test module would then live as long as the
+    worker. The finished session's hook lets go of both (it only needs them to import,
+    and it is off ``sys.meta_path`` once its session ends)."""
+    rewrite = sys.modules.get("_pytest.assertion.rewrite")
+    hook_type = getattr(rewrite, "AssertionRewritingHook", None)
+    if hook_type is None:
+        return
+    for mod in list(sys.modules.values()):
+        spec = getattr(mod, "__spec__", None)
+        for loader in (getattr(mod, "__loader__", None), getattr(spec, "loader", None)):
+            if isinstance(loader, hook_type) and loader not in sys.meta_path:
+                for attr in ("config", "session"):
+                    if getattr(loader, attr, None) is not None:
+                        setattr(loader, attr, None)
 
 
 def _reset_torch(base: Baseline) -> dict:
