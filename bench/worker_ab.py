@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Warm workers against a fresh process per op: speed and A/A, from two run dirs.
 
-    python bench/worker_ab.py RUN_WORKER RUN_OP [--corpus 1054] [--json out.json]
+    python bench/worker_ab.py RUN_WORKER RUN_OP [--corpus 1054] [--json out.json] [--only OP,OP]
 
 RUN_WORKER and RUN_OP are two ``opscreen run`` dirs of the same ops on the same
 devices (``--isolation worker`` and ``--isolation op``, ``--no-steal`` so that every op
@@ -123,6 +123,7 @@ def aa(a_ops: dict, b_ops: dict, a: Path, b: Path) -> dict:
             groups.setdefault(group, []).append(d)
             if group == "graph" and y.torch_ms and y.lib_ms:
                 size = "<10us" if min(y.torch_ms, y.lib_ms) < SMALL_MS else ">=10us"
+                groups.setdefault(f"graph, {size}", []).append(d)
                 groups.setdefault(f"graph, {place}, {size}", []).append(d)
     return {g: {"rows": len(v), "median_pct": 100 * statistics.median(v), "p90_pct": 100 * pct(v, 0.9),
                 "max_pct": 100 * max(v)} for g, v in sorted(groups.items())}
@@ -134,8 +135,12 @@ def main(argv=None) -> int:
     ap.add_argument("op_run", type=Path)
     ap.add_argument("--corpus", type=int, default=1054, help="ops in the full corpus (default 1054)")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--only", help="comma-separated ops: compare these only (e.g. the ops both runs did on one lease)")
     args = ap.parse_args(argv)
     a_ops, b_ops = load(args.worker_run), load(args.op_run)
+    if args.only:
+        keep = set(args.only.split(","))
+        a_ops = {o: d for o, d in a_ops.items() if o in keep}
     common = set(a_ops) & set(b_ops)
     report = {"common_ops": len(common),
               "worker": speed({o: a_ops[o] for o in common}), "op": speed({o: b_ops[o] for o in common}),
