@@ -40,9 +40,9 @@ CPU_PINNING = ("auto", "off")  # opscreen.backends.cpusets.PINNING
 ISOLATIONS = ("auto", "worker", "op")
 #: What ``--isolation auto`` means per command: a fresh process per op for both, until an A/A
 #: shows that a warm worker measures what a fresh process does (README "Warm workers": on an
-#: H200 the ops after the first in a worker read differently; the cause, a device state, is
-#: now settled in every process (bench/results/2026-12-01-h200-settle.md), and the A/A after
-#: that fix has not run).
+#: H200, once every process settles the device, a worker reads kernels of 10 us and more as a
+#: fresh process does, but kernels under 10 us 0.2-0.5 % slower, p90 2 % on the speedup;
+#: bench/results/2026-12-01-h200-aa-freeze.md).
 #: ``opscreen op`` keeps it in any case, so that ``--repeats`` measures the spread between processes.
 AUTO_ISOLATION = MappingProxyType({RUN: "op", OP: "op"})
 SHAPE_MODES = ("upstream", "curated")
