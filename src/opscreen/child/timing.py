@@ -807,11 +807,11 @@ def freeze_heap() -> None:
     (``gc.freeze``): a suite that calls ``gc.collect()`` after every case (FlagGems' does)
     then scans only what the op made since, not the hundreds of thousands of objects
     its imports left (80 ms a collection with torch alone, ~0.2 s with a library and
-    Triton: seconds an op). What is frozen was alive and stays alive; what becomes
-    garbage later is collected as before, and :func:`thaw_heap` hands the frozen
-    objects back at the end of the session (a warm worker's hygiene then collects the
-    op's modules). Not measurement: the collector is off while a call is timed
-    (:func:`gc_paused`)."""
+    Triton: seconds an op). What the op makes is collected as before; an object that
+    was alive at the freeze and ends up in a garbage cycle waits for the end of the
+    session, when :func:`thaw_heap` hands the frozen objects back (a warm worker's
+    hygiene then collects them with the op's modules). Not measurement: the collector
+    is off while a call is timed (:func:`gc_paused`)."""
     gc.collect()
     gc.freeze()
 
