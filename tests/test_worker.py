@@ -349,6 +349,13 @@ def test_canary_reads_device_time_per_kernel_of_its_graph_on_the_processs_stream
     _fresh_process_state()
 
 
+def test_the_canary_can_be_left_out_for_a_diagnostic():
+    from opscreen.child import worker
+
+    assert worker.canary_enabled({}) and worker.canary_enabled({worker.ENV_CANARY: "1"})
+    assert not worker.canary_enabled({worker.ENV_CANARY: "0"}) and not worker.canary_enabled({worker.ENV_CANARY: " 0 "})
+
+
 def test_the_device_is_settled_once_per_process_before_the_first_canary():
     """persist.settled_side_stream: the side stream made, then SETTLE_LAUNCHES eager
     launches on the default stream, once per process and device, before the canary's

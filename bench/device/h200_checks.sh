@@ -23,7 +23,8 @@
 #   bash bench/device/h200_checks.sh profiler    # issue 18: profiler vs graph vs direct (3 processes), A/A of uncapturable ops
 #   bash bench/device/h200_checks.sh lanes18     # issue 18: two-lane A/A of uncapturable + graph ops, then one lane alone
 #   bash bench/device/h200_checks.sh wkcause     # issue 16: op, worker, worker resting between ops, op again; GPU clocks logged
-#                                                # MODES also: wk1 (a worker per op: --max-ops-per-worker 1)
+#                                                # MODES also: wk1 (a worker per op: --max-ops-per-worker 1),
+#                                                # wk1nc (the same without the canary: OPSCREEN_WORKER_CANARY=0)
 #
 # The FlagGems copy is an archive of ed2508b (not a checkout): OPSCREEN_SUITE_COMMIT declares it.
 #
@@ -397,13 +398,15 @@ PY
     nvidia-smi --query-gpu=timestamp,index,clocks.sm,clocks.mem,temperature.gpu,power.draw,clocks_throttle_reasons.active \
         --format=csv,noheader,nounits -lms 200 > "$W/smi.csv" 2>&1 & smi=$!
     for m in ${MODES:-op wk wkrest op2}; do
-      case "$m" in wk|wkrest) iso="--isolation worker" ;; wk1) iso="--isolation worker --max-ops-per-worker 1" ;; *) iso="--isolation op" ;; esac
+      case "$m" in wk|wkrest) iso="--isolation worker" ;; wk1|wk1nc) iso="--isolation worker --max-ops-per-worker 1" ;; *) iso="--isolation op" ;; esac
       rest=0; [ "$m" = wkrest ] && rest="${REST_S:-8}"
+      canary=1; [ "$m" = wk1nc ] && canary=0
       [ "$(left)" -gt 30 ] || { echo "$m: skipped (time)"; continue; }
       echo "$m start $(date +%H:%M:%S.%N)" >> "$W/marks.txt"
       # shellcheck disable=SC2086
-      OPSCREEN_WORKER_REST_S=$rest timeout -s INT "$(left)" python3 -m opscreen run --backend cuda --devices all \
-          --no-steal $iso --ops-file "$W/sample.txt" --timeout 300 --out "$W/$m" --plain > "$W/$m.console" 2>&1
+      OPSCREEN_WORKER_REST_S=$rest OPSCREEN_WORKER_CANARY=$canary timeout -s INT "$(left)" python3 -m opscreen run \
+          --backend cuda --devices all --no-steal $iso --ops-file "$W/sample.txt" --timeout 300 --out "$W/$m" --plain \
+          > "$W/$m.console" 2>&1
       echo "$m rc=$? at $SECONDS s"; tail -2 "$W/$m.console"
       echo "$m end $(date +%H:%M:%S.%N)" >> "$W/marks.txt"
     done
@@ -417,7 +420,7 @@ for f in sorted(pathlib.Path(sys.argv[1]).glob("ops/*/result.json")):
           f"canary start {w.get('canary_start_us')} us, after {w.get('canary_us')} us")
 PY
     done
-    for m in wk wkrest wk1 op2; do
+    for m in wk wkrest wk1 wk1nc op2; do
       [ -d "$W/$m" ] && { echo "== $m against op"; python3 bench/worker_ab.py "$W/$m" "$W/op" --json "$W/${m}_vs_op.json" | grep -E "^A/A|^(worker|op) "; }
     done
     # where the time went (phases.timer: opscreen's timers against the suite's own code), and why workers were replaced

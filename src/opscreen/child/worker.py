@@ -63,6 +63,9 @@ ENV_KEEP = "OPSCREEN_WORKER_KEEP"  # comma-separated top-level packages under th
 # seconds the worker waits after an op's hygiene, the device idle (a diagnostic: a fresh
 # process leaves the device idle for its start and imports before each op; see README)
 ENV_REST = "OPSCREEN_WORKER_REST_S"
+# "0": the worker takes no canary (a diagnostic: its start then does on the device only what
+# the op's own session does, as a fresh process's; the lane cannot replace it for its canary)
+ENV_CANARY = "OPSCREEN_WORKER_CANARY"
 READY = "\x1eOPSCREEN-WORKER-READY "
 DONE = "\x1eOPSCREEN-WORKER-DONE "
 PLUGIN_PREFIX = "opscreen.child."
@@ -326,6 +329,11 @@ def graph_kernel_us(torch, stream, lead: str = "replay") -> float:
     return round(statistics.median(times) * 1e3 / CANARY_NODES, 4)
 
 
+def canary_enabled(environ) -> bool:
+    """False when :data:`ENV_CANARY` is ``0`` (the diagnostic that leaves the canary out)."""
+    return environ.get(ENV_CANARY, "").strip() != "0"
+
+
 def _rest_s(text: str) -> float:
     try:
         return max(0.0, float(text)) if text else 0.0
@@ -361,8 +369,13 @@ def main() -> None:
     rest = _rest_s(os.environ.get(ENV_REST, ""))
     base = Baseline(os.environ.get(ENV_SUITE_ROOT, ""), [n for n in os.environ.get(ENV_KEEP, "").split(",") if n],
                     os.environ.get(ENV_DEVICE_TYPE, "cpu"))
+    canary_on = canary_enabled(os.environ)
+
+    def canary() -> float | None:
+        return canary_us(base.device_type) if canary_on else None
+
     _announce(READY, {"pid": os.getpid(), "imports_s": round(time.time() - t0, 3), "imported": done,
-                      "import_errors": errors, "rss_mb": rss_mb(), "canary_us": canary_us(base.device_type)})
+                      "import_errors": errors, "rss_mb": rss_mb(), "canary_us": canary()})
     with os.fdopen(fd, "r", encoding="utf-8") as ctrl:
         for line in ctrl:
             msg = json.loads(line)
@@ -372,7 +385,7 @@ def main() -> None:
             rc = run_one(msg)
             ran = time.time() - started
             after = hygiene(base)
-            after["canary_us"] = canary_us(base.device_type)
+            after["canary_us"] = canary()
             if rest:
                 time.sleep(rest)
                 after["rest_s"] = rest
