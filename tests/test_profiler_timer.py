@@ -171,6 +171,26 @@ def test_profiler_samples_are_the_summed_kernels_of_each_call_with_host_latency_
     assert again.stats.n >= FAST.min_samples and prof.sessions.count(1) == 1
 
 
+def test_the_profiler_timers_parts_are_accounted():
+    """Where a profiler measurement's wall time went (phases.timer): warm-up, sessions
+    (CUPTI's priming with them), and the host-inclusive latency beside."""
+    timed._timer_time.clear()
+
+    def slow_sync():
+        import time
+
+        time.sleep(0.002)  # every host-latency sample waits for the "device" twice
+
+    prof = FakeProfiler()
+    prof.synchronize = slow_sync
+    P.measure_profiler(lambda: None, FAST, prof, warm=True)
+    parts = dict(timed._timer_time)
+    assert set(parts) == {"warmup_s", "samples_s", "host_s"}
+    assert parts["host_s"] >= 0.004 * FAST.min_samples  # at least min_samples synced single calls
+    assert parts["warmup_s"] > 0 and parts["samples_s"] > 0
+    timed._timer_time.clear()
+
+
 def test_profiler_that_sees_no_kernels_is_unavailable():
     with pytest.raises(ProfilerUnavailable, match="no device kernels"):
         P.measure_profiler(lambda: None, FAST, FakeProfiler(sees=False), warm=False)

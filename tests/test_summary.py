@@ -264,6 +264,9 @@ def test_where_the_measurement_went_names_the_graph_timers_parts_only_when_it_ra
     assert line == ("of the measurement (1 ops, 8.0 s): opscreen's timers 6.0 s (75 %; 30 measurements: warm-up "
                     "1.0 s, graph capture 0.5 s, samples 3.0 s, other 1.5 s), the suite's own code 2.0 s (25 %: "
                     "inputs, references, its loops)")
+    prof = timer_stats([Op(8.0, {**graph, "samples_s": 1.0, "host_s": 2.0})])
+    line = [x for x in format_time_stats({**base, "timers": prof}) if isinstance(x, str) and x.startswith("of the")][0]
+    assert "samples 1.0 s, the profiler's host latency 2.0 s, other 1.5 s" in line
     direct = timer_stats([Op(8.0, {**graph, "warmup_s": 0.0, "capture_s": 0.0, "samples_s": 0.0, "other_s": 6.0})])
     line = [x for x in format_time_stats({**base, "timers": direct}) if isinstance(x, str) and x.startswith("of the")][0]
     assert "warm-up" not in line and "6.0 s (75 %; 30 measurements)" in line  # no parts to tell

@@ -129,6 +129,7 @@ def measure_profiler(call: Callable[[], Any], settings: Settings, prof: Any, war
         raise ProfilerUnavailable(why)
     sync = prof.synchronize
     warm_calls = 0
+    t0 = time.perf_counter()
     if warm:
         def run_batch(k: int) -> float:
             sync()
@@ -139,6 +140,7 @@ def measure_profiler(call: Callable[[], Any], settings: Settings, prof: Any, war
             return (clock() - t) * 1e3
 
         warm_calls = warm_up(run_batch, settings, clock).calls
+    t1 = time.perf_counter()
     if not prof.primed:
         prof.session(call, 1)  # loads CUPTI: seconds, once per process
         prof.primed = True
@@ -152,7 +154,12 @@ def measure_profiler(call: Callable[[], Any], settings: Settings, prof: Any, war
         return pc.ms
 
     stats = adaptive_sample(take, settings, clock)
-    extra = {"calls_per_sample": 1, "warmup_calls": warm_calls, "host_ms": host_latency(call, sync, settings, clock),
+    t2 = time.perf_counter()
+    host_ms = host_latency(call, sync, settings, clock)
+    # where its time went (phases.timer): the priming of CUPTI counts with the samples
+    for part, s in (("warmup_s", t1 - t0), ("samples_s", t2 - t1), ("host_s", time.perf_counter() - t2)):
+        _timed.add_timer_time(part, s)
+    extra = {"calls_per_sample": 1, "warmup_calls": warm_calls, "host_ms": host_ms,
              "kernels_per_call": statistics.median(launched) if launched else None}
     return Result(TIMER_PROFILER, stats, extra=extra)
 

@@ -169,7 +169,7 @@ def profiler_provider() -> Any:
 #: The parts the graph and wallclock timers report (warm-up, the graph's capture, the
 #: samples); the rest of the timers' time (direct, profiler, like-with-like retimes,
 #: fallbacks, a graph's failed attempt) is ``other_s``.
-TIMER_PARTS = ("warmup_s", "capture_s", "samples_s")
+TIMER_PARTS = ("warmup_s", "capture_s", "samples_s", "host_s")  # host_s: the profiler timer's host-inclusive latency
 _timer_time: dict = {}
 
 
@@ -182,7 +182,7 @@ def add_timer_time(part: str, seconds: float) -> None:
 
 
 def timer_time() -> dict:
-    """``{measurements, timer_s, warmup_s, capture_s, samples_s, other_s}`` (seconds, ms
+    """``{measurements, timer_s, warmup_s, capture_s, samples_s, host_s, other_s}`` (seconds, ms
     resolution) for this process so far; {} before its first measurement."""
     if not _timer_time.get("measurements"):
         return {}

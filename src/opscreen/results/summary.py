@@ -576,9 +576,10 @@ def format_time_stats(t: dict) -> list:
     tm = t.get("timers")
     if tm and tm["measurement_s"] > 0:
         pct = (lambda v: f"{100 * v / tm['measurement_s']:.0f} %")
-        told = tm["warmup_s"] + tm["capture_s"] + tm["samples_s"]
+        told = sum(tm[p] for p in TIMER_PARTS)
+        host = f", the profiler's host latency {tm['host_s']:.1f} s" if tm["host_s"] > 0 else ""
         parts = (f": warm-up {tm['warmup_s']:.1f} s, graph capture {tm['capture_s']:.1f} s, samples "
-                 f"{tm['samples_s']:.1f} s, other {tm['other_s']:.1f} s" if told > 0 else "")
+                 f"{tm['samples_s']:.1f} s{host}, other {tm['other_s']:.1f} s" if told > 0 else "")
         lines.append(f"of the measurement ({tm['ops']} ops, {tm['measurement_s']:.1f} s): opscreen's timers "
                      f"{tm['timer_s']:.1f} s ({pct(tm['timer_s'])}; {int(tm['measurements'])} measurements{parts}), "
                      f"the suite's own code {tm['suite_s']:.1f} s ({pct(tm['suite_s'])}: inputs, references, its loops)")
