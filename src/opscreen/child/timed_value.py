@@ -166,10 +166,10 @@ def profiler_provider() -> Any:
 
 # -- where the timers' time went (phases.timer in run_identity.json and result.json) ----
 
-#: The parts the graph and wallclock timers report (warm-up, the graph's capture, the
-#: samples); the rest of the timers' time (direct, profiler, like-with-like retimes,
-#: fallbacks, a graph's failed attempt) is ``other_s``.
-TIMER_PARTS = ("warmup_s", "capture_s", "samples_s", "host_s")  # host_s: the profiler timer's host-inclusive latency
+#: The parts the graph, wallclock and profiler timers report (warm-up, the graph's capture,
+#: the samples, the profiler's host-inclusive latency); the rest of the timers' time (the
+#: direct timer, like-with-like retimes, a graph's failed attempt) is ``other_s``.
+TIMER_PARTS = ("warmup_s", "capture_s", "samples_s", "host_s")
 _timer_time: dict = {}
 
 

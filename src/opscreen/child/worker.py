@@ -29,8 +29,9 @@ and with them the op's last timed callable and its inputs, alive), makes the fin
 session's assertion-rewriting hook let go of its session (a pytest plugin first
 imported inside it keeps the hook as its loader), and collects garbage (the timing
 plugin froze what was alive after collection, and thawed it when the session ended:
-``opscreen.child.timing.freeze_heap``). It then reports its memory and its canary (:func:`canary_us`: a fixed graph of
-tiny kernels, also read once after the imports) so that the harness can recycle it.
+``opscreen.child.timing.freeze_heap``). It then reports its memory and its canary
+(:func:`canary_us`: a fixed graph of tiny kernels, also read once after the imports) so
+that the harness can recycle it.
 
 Output: the op's stdout and stderr go to the worker's own (a pipe the harness reads
 into the op's ``run.log``); after each op the worker prints one :data:`DONE` line
