@@ -15,7 +15,8 @@ runs on the same device in both). Prints:
   still allocated after the hygiene, hygiene time;
 - A/A: per-case |speedup_worker / speedup_op - 1| over the rows both runs measured
   on the same device with the same timer, split by timer (graph rows, fallback
-  rows): median, p90, max.
+  rows): median, p90, max; and on graph rows the median signed shift of each side's
+  latency (torch's, the library's), small kernels apart.
 
 Standard library and opscreen's results layer only (no torch).
 """
@@ -129,6 +130,28 @@ def aa(a_ops: dict, b_ops: dict, a: Path, b: Path) -> dict:
                 "max_pct": 100 * max(v)} for g, v in sorted(groups.items())}
 
 
+def shifts(a_ops: dict, b_ops: dict, a: Path, b: Path) -> dict:
+    """On graph rows measured on the same device in both runs: the median signed shift of
+    each side's latency, first run over second (``torch_pct``, ``lib_pct``), small kernels
+    and the rest apart. A worker that reads both sides slower says "the process", one side
+    only says "that side's kernels"."""
+    groups: dict[str, list[tuple[float, float]]] = {}
+    for op in sorted(set(a_ops) & set(b_ops)):
+        if a_ops[op].get("device") != b_ops[op].get("device"):
+            continue
+        ra, rb = rows(a, op), rows(b, op)
+        for key in set(ra) & set(rb):
+            x, y = ra[key], rb[key]
+            if not (x.lib_timer == y.lib_timer == "graph" and x.torch_timer == y.torch_timer == "graph"):
+                continue
+            if not (x.torch_ms and y.torch_ms and x.lib_ms and y.lib_ms):
+                continue
+            size = "<10us" if min(y.torch_ms, y.lib_ms) < SMALL_MS else ">=10us"
+            groups.setdefault(size, []).append((x.torch_ms / y.torch_ms - 1, x.lib_ms / y.lib_ms - 1))
+    return {g: {"rows": len(v), "torch_pct": 100 * statistics.median(t for t, _ in v),
+                "lib_pct": 100 * statistics.median(lib for _, lib in v)} for g, v in sorted(groups.items())}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("worker_run", type=Path)
@@ -144,7 +167,8 @@ def main(argv=None) -> int:
     common = set(a_ops) & set(b_ops)
     report = {"common_ops": len(common),
               "worker": speed({o: a_ops[o] for o in common}), "op": speed({o: b_ops[o] for o in common}),
-              "memory": memory(a_ops), "aa": aa(a_ops, b_ops, args.worker_run, args.op_run)}
+              "memory": memory(a_ops), "aa": aa(a_ops, b_ops, args.worker_run, args.op_run),
+              "shifts": shifts(a_ops, b_ops, args.worker_run, args.op_run)}
     w, o = report["worker"], report["op"]
     if w.get("sum") and o.get("sum"):
         report["sum_ratio_op_over_worker"] = o["sum"] / w["sum"]
@@ -163,6 +187,9 @@ def main(argv=None) -> int:
     for group, s in report["aa"].items():
         print(f"A/A {group:45s} rows {s['rows']:4d} |d speedup| median {s['median_pct']:.3f} % "
               f"p90 {s['p90_pct']:.3f} % max {s['max_pct']:.3f} %")
+    for size, s in report["shifts"].items():
+        print(f"A/A graph, {size}: latency shift (first run over second, median) torch {s['torch_pct']:+.3f} %, "
+              f"library {s['lib_pct']:+.3f} % ({s['rows']} rows)")
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
     return 0
