@@ -342,15 +342,15 @@ def measure_graph(call: Callable[[], Any], settings: Settings, api: GraphAPI,
     try:
         with api.stream():
             api.synchronize()
-            t0 = time.perf_counter()
+            parts = _timed.TimerParts()
             w = warm_up(run.run_batch, settings, clock)
-            t1 = time.perf_counter()
+            parts.mark("warmup_s")
             run.size_and_capture(w.ms_per_call)
             run.phase = "replay"
-            t2 = time.perf_counter()
+            parts.mark("capture_s")
             stats = adaptive_sample(run.take, settings, clock)
-            for part, s in (("warmup_s", t1 - t0), ("capture_s", t2 - t1), ("samples_s", time.perf_counter() - t2)):
-                _timed.add_timer_time(part, s)
+            parts.mark("samples_s")
+            parts.commit()
         extra = {"calls_per_replay": run.n_calls, "warmup_calls": w.calls, "l2_flush": run.flush}
         if settings.rest_ratio > 0:
             extra["rest_ratio"] = settings.rest_ratio

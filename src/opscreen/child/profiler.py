@@ -129,7 +129,7 @@ def measure_profiler(call: Callable[[], Any], settings: Settings, prof: Any, war
         raise ProfilerUnavailable(why)
     sync = prof.synchronize
     warm_calls = 0
-    t0 = time.perf_counter()
+    parts = _timed.TimerParts()
     if warm:
         def run_batch(k: int) -> float:
             sync()
@@ -140,7 +140,7 @@ def measure_profiler(call: Callable[[], Any], settings: Settings, prof: Any, war
             return (clock() - t) * 1e3
 
         warm_calls = warm_up(run_batch, settings, clock).calls
-    t1 = time.perf_counter()
+    parts.mark("warmup_s")
     if not prof.primed:
         prof.session(call, 1)  # loads CUPTI: seconds, once per process
         prof.primed = True
@@ -154,11 +154,10 @@ def measure_profiler(call: Callable[[], Any], settings: Settings, prof: Any, war
         return pc.ms
 
     stats = adaptive_sample(take, settings, clock)
-    t2 = time.perf_counter()
+    parts.mark("samples_s")  # CUPTI's priming included
     host_ms = host_latency(call, sync, settings, clock)
-    # where its time went (phases.timer): the priming of CUPTI counts with the samples
-    for part, s in (("warmup_s", t1 - t0), ("samples_s", t2 - t1), ("host_s", time.perf_counter() - t2)):
-        _timed.add_timer_time(part, s)
+    parts.mark("host_s")
+    parts.commit()
     extra = {"calls_per_sample": 1, "warmup_calls": warm_calls, "host_ms": host_ms,
              "kernels_per_call": statistics.median(launched) if launched else None}
     return Result(TIMER_PROFILER, stats, extra=extra)

@@ -44,6 +44,7 @@ Standard library only; other plugins import this module. Keep it small and stabl
 
 from __future__ import annotations
 
+import time
 from typing import Any, Optional
 
 TIMER_GRAPH = "graph"
@@ -179,6 +180,26 @@ def add_timer_time(part: str, seconds: float) -> None:
     _timer_time[part] = _timer_time.get(part, 0.0) + max(0.0, float(seconds))
     if part == "timer_s":
         _timer_time["measurements"] = _timer_time.get("measurements", 0) + 1
+
+
+class TimerParts:
+    """One measurement's parts, each marked as it ends (:meth:`mark` adds the wall time
+    since the last mark, or since this was made, to a part of :data:`TIMER_PARTS`), and
+    added to the process's account by :meth:`commit` only: a measurement that fails part
+    way leaves its time to ``other_s``."""
+
+    def __init__(self) -> None:
+        self._since = time.perf_counter()
+        self._parts: list = []
+
+    def mark(self, part: str) -> None:
+        now = time.perf_counter()
+        self._parts.append((part, now - self._since))
+        self._since = now
+
+    def commit(self) -> None:
+        for part, seconds in self._parts:
+            add_timer_time(part, seconds)
 
 
 def timer_time() -> dict:

@@ -416,13 +416,13 @@ class WallclockTimer:
                 sync()
             return (clock() - t) * 1e3
 
-        t0 = time.perf_counter()
+        parts = _timed.TimerParts()
         w = warm_up(run_batch, self.settings, clock)
-        t1 = time.perf_counter()
+        parts.mark("warmup_s")
         k = calls_per_sample(w.ms_per_call, self.settings)
         stats = adaptive_sample(lambda b: [run_batch(k) / k for _ in range(b)], self.settings, clock)
-        _timed.add_timer_time("warmup_s", t1 - t0)
-        _timed.add_timer_time("samples_s", time.perf_counter() - t1)
+        parts.mark("samples_s")
+        parts.commit()
         return Result(TIMER_WALLCLOCK, stats, extra={"calls_per_sample": k, "warmup_calls": w.calls})
 
 
