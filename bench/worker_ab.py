@@ -103,10 +103,9 @@ def rows(run: Path, op: str) -> dict:
 SMALL_MS = 0.010  # a row whose faster side is under 10 us: a "small kernel"
 
 
-def aa(a_ops: dict, b_ops: dict, a: Path, b: Path) -> dict:
-    """Per-case |delta speedup| by timer, and the graph rows split by the op's place in its
-    worker (first, or later) and by kernel size (under SMALL_MS, or not)."""
-    groups: dict[str, list[float]] = {}
+def pairs(a_ops: dict, b_ops: dict, a: Path, b: Path):
+    """(place of the op in its worker, row of the first run, the same row of the second)
+    for every row both runs measured, of the ops both ran on the same device."""
     for op in sorted(set(a_ops) & set(b_ops)):
         if a_ops[op].get("device") != b_ops[op].get("device"):
             continue
@@ -114,18 +113,34 @@ def aa(a_ops: dict, b_ops: dict, a: Path, b: Path) -> dict:
         place = "first op of a worker" if index == 1 else "later op of a worker" if index else "no worker"
         ra, rb = rows(a, op), rows(b, op)
         for key in set(ra) & set(rb):
-            x, y = ra[key], rb[key]
-            timer = x.lib_timer or "?"
-            if timer != y.lib_timer or x.torch_timer != y.torch_timer:
-                groups.setdefault("timer differs", []).append(abs(x.speedup / y.speedup - 1))
-                continue
-            group = "graph" if timer == "graph" and x.torch_timer == "graph" else timer
-            d = abs(x.speedup / y.speedup - 1)
-            groups.setdefault(group, []).append(d)
-            if group == "graph" and y.torch_ms and y.lib_ms:
-                size = "<10us" if min(y.torch_ms, y.lib_ms) < SMALL_MS else ">=10us"
-                groups.setdefault(f"graph, {size}", []).append(d)
-                groups.setdefault(f"graph, {place}, {size}", []).append(d)
+            yield place, ra[key], rb[key]
+
+
+def graph_size(x, y) -> str | None:
+    """``<10us`` or ``>=10us`` for a row both runs graph-timed (by the second run's faster
+    side), None for any other row."""
+    if not (x.lib_timer == y.lib_timer == "graph" and x.torch_timer == y.torch_timer == "graph"):
+        return None
+    if not (y.torch_ms and y.lib_ms):
+        return None
+    return "<10us" if min(y.torch_ms, y.lib_ms) < SMALL_MS else ">=10us"
+
+
+def aa(a_ops: dict, b_ops: dict, a: Path, b: Path) -> dict:
+    """Per-case |delta speedup| by timer, and the graph rows split by the op's place in its
+    worker (first, or later) and by kernel size (under SMALL_MS, or not)."""
+    groups: dict[str, list[float]] = {}
+    for place, x, y in pairs(a_ops, b_ops, a, b):
+        d = abs(x.speedup / y.speedup - 1)
+        timer = x.lib_timer or "?"
+        if timer != y.lib_timer or x.torch_timer != y.torch_timer:
+            groups.setdefault("timer differs", []).append(d)
+            continue
+        groups.setdefault("graph" if timer == "graph" and x.torch_timer == "graph" else timer, []).append(d)
+        size = graph_size(x, y)
+        if size:
+            groups.setdefault(f"graph, {size}", []).append(d)
+            groups.setdefault(f"graph, {place}, {size}", []).append(d)
     return {g: {"rows": len(v), "median_pct": 100 * statistics.median(v), "p90_pct": 100 * pct(v, 0.9),
                 "max_pct": 100 * max(v)} for g, v in sorted(groups.items())}
 
@@ -136,17 +151,9 @@ def shifts(a_ops: dict, b_ops: dict, a: Path, b: Path) -> dict:
     and the rest apart. A worker that reads both sides slower says "the process", one side
     only says "that side's kernels"."""
     groups: dict[str, list[tuple[float, float]]] = {}
-    for op in sorted(set(a_ops) & set(b_ops)):
-        if a_ops[op].get("device") != b_ops[op].get("device"):
-            continue
-        ra, rb = rows(a, op), rows(b, op)
-        for key in set(ra) & set(rb):
-            x, y = ra[key], rb[key]
-            if not (x.lib_timer == y.lib_timer == "graph" and x.torch_timer == y.torch_timer == "graph"):
-                continue
-            if not (x.torch_ms and y.torch_ms and x.lib_ms and y.lib_ms):
-                continue
-            size = "<10us" if min(y.torch_ms, y.lib_ms) < SMALL_MS else ">=10us"
+    for _, x, y in pairs(a_ops, b_ops, a, b):
+        size = graph_size(x, y)
+        if size and x.torch_ms and x.lib_ms:
             groups.setdefault(size, []).append((x.torch_ms / y.torch_ms - 1, x.lib_ms / y.lib_ms - 1))
     return {g: {"rows": len(v), "torch_pct": 100 * statistics.median(t for t, _ in v),
                 "lib_pct": 100 * statistics.median(lib for _, lib in v)} for g, v in sorted(groups.items())}
