@@ -25,6 +25,7 @@
 #   bash bench/device/h200_checks.sh wkcause     # issue 16: op, worker, worker resting between ops, op again; GPU clocks logged
 #                                                # MODES also: wk1 (a worker per op: --max-ops-per-worker 1),
 #                                                # wk1nc (the same without the canary: OPSCREEN_WORKER_CANARY=0)
+# sample, workers, wkcause: EXCLUDE="op ..." leaves ops of the draw out (say why in the results)
 #
 # The FlagGems copy is an archive of ed2508b (not a checkout): OPSCREEN_SUITE_COMMIT declares it.
 #
@@ -39,6 +40,17 @@ export OPSCREEN_SUITE_COMMIT="${OPSCREEN_SUITE_COMMIT:-ed2508bcb5a03000e97747342
 OUT="${OUT:-/tmp/out}"
 W=/tmp/h200; mkdir -p "$W" "$OUT"
 left() { echo $(( ${BUDGET:-520} - SECONDS )); }
+# draw SEED N: N ops of the inventory at random (seed SEED) into $W/sample.txt, less those in
+# EXCLUDE (ops of the draw left out on purpose; say why in the results)
+draw() {
+  python3 - "$1" "$2" "${EXCLUDE:-}" > "$W/sample.txt" <<'PY'
+import random, sys, yaml
+inv = yaml.safe_load(open("ops/flaggems-inventory.yaml"))
+skip = set(sys.argv[3].split())
+print("\n".join(o for o in random.Random(int(sys.argv[1])).sample(sorted(inv["ops"]), int(sys.argv[2])) if o not in skip))
+PY
+  echo "seed $1: $(tr '\n' ' ' < "$W/sample.txt")${EXCLUDE:+ (drawn, then excluded: $EXCLUDE)}"
+}
 case "$step" in
   inventory)
     timeout -s INT "$(left)" python3 -m opscreen inventory --suite "$FLAGGEMS_ROOT" --env GEMS_VENDOR=nvidia --portable \
@@ -316,13 +328,7 @@ PY
     # a run dir carried back in as .fg/run is resumed (a screen longer than one call).
     seed="${SEED:-20261130}"; n_ops="${N_OPS:-24}"
     [ -d .fg/run ] && cp -r .fg/run "$W/run"
-    python3 - "$seed" "$n_ops" > "$W/sample.txt" <<'PY'
-import random, sys, yaml
-inv = yaml.safe_load(open("ops/flaggems-inventory.yaml"))
-ops = sorted(inv["ops"])  # op name -> where it lives
-print("\n".join(random.Random(int(sys.argv[1])).sample(ops, int(sys.argv[2]))))
-PY
-    echo "seed $seed: $(tr '\n' ' ' < "$W/sample.txt")"
+    draw "$seed" "$n_ops"
     timeout -s INT "$(left)" python3 -m opscreen run --backend cuda --devices all --ops-file "$W/sample.txt" \
         --timeout 300 --out "$W/run" --plain > "$W/run.console" 2>&1
     echo "run rc=$?"; tail -4 "$W/run.console"
@@ -338,12 +344,7 @@ PY
     # The next A/A to run (issue 16): the wkcause step below, MODES="op wk op2".
     modes="${MODES:-wk op}"
     for m in $modes; do [ -d ".fg/$m" ] && cp -r ".fg/$m" "$W/$m"; done
-    python3 - "$seed" "$n_ops" > "$W/sample.txt" <<'PY'
-import random, sys, yaml
-inv = yaml.safe_load(open("ops/flaggems-inventory.yaml"))
-print("\n".join(random.Random(int(sys.argv[1])).sample(sorted(inv["ops"]), int(sys.argv[2]))))
-PY
-    echo "seed $seed: $(tr '\n' ' ' < "$W/sample.txt")"
+    draw "$seed" "$n_ops"
     for m in $modes; do
       case "$m" in wk) iso="--isolation worker" ;; wk1) iso="--isolation worker --max-ops-per-worker 1" ;; *) iso="--isolation op" ;; esac
       [ "$(left)" -gt 20 ] || break
@@ -389,12 +390,7 @@ PY
     seed="${SEED:-20261201}"; n_ops="${N_OPS:-12}"
     # a mode cut by the budget resumes: carry its run dir back in as .fg/<mode> (from this step's tarball)
     for m in ${MODES:-op wk wkrest op2}; do [ -d ".fg/$m" ] && cp -r ".fg/$m" "$W/$m"; done
-    python3 - "$seed" "$n_ops" > "$W/sample.txt" <<'PY'
-import random, sys, yaml
-inv = yaml.safe_load(open("ops/flaggems-inventory.yaml"))
-print("\n".join(random.Random(int(sys.argv[1])).sample(sorted(inv["ops"]), int(sys.argv[2]))))
-PY
-    echo "seed $seed: $(tr '\n' ' ' < "$W/sample.txt")"
+    draw "$seed" "$n_ops"
     nvidia-smi --query-gpu=timestamp,index,clocks.sm,clocks.mem,temperature.gpu,power.draw,clocks_throttle_reasons.active \
         --format=csv,noheader,nounits -lms 200 > "$W/smi.csv" 2>&1 & smi=$!
     for m in ${MODES:-op wk wkrest op2}; do
