@@ -130,6 +130,9 @@ from opscreen.child import worker
 base = worker.Baseline("", [], "cpu")
 import opscreen.child.persist, opscreen.child.estimator, opscreen.child.timed_value  # one kept, two dropped
 estimator = opscreen.child.estimator
+persist = opscreen.child.persist
+persist._SETTLED.add(("cuda", 0))  # this op settled the device (its first measurement)
+persist._STREAMS[("cuda", 0)] = side = object()  # on the process's side stream
 opscreen.child.timed_value.add_timer_time("timer_s", 1.0)  # this op's timer accounting
 signal.signal(signal.SIGTERM, lambda *a: None)  # an op's handler (it holds its module)
 fresh = {"dtype": str(torch.get_default_dtype()), "grad": torch.is_grad_enabled(), "draw": torch.rand(3).tolist()}
@@ -147,6 +150,8 @@ print(json.dumps({"fresh": fresh, "after": after, "report": report,
                   "handlers": len(logging.getLogger("some.suite").handlers), "path": "/left/behind" in sys.path,
                   "sigterm_default": signal.getsignal(signal.SIGTERM) is signal.SIG_DFL,
                   "persist_kept": "opscreen.child.persist" in sys.modules,
+                  "settles_again": not persist.settled("cuda", 0),
+                  "stream_kept": persist.side_stream("cuda", 0, None) is side,
                   "estimator_dropped": "opscreen.child.estimator" not in sys.modules,
                   "estimator_unbound": getattr(opscreen.child, "estimator", None) is not estimator,
                   "next_op_timer_time": __import__("opscreen.child.timed_value").child.timed_value.timer_time()}))
@@ -157,7 +162,8 @@ def test_hygiene_restores_torch_state_logging_and_path():
     """Between ops the worker puts torch back as a fresh process has it (default dtype,
     grad mode, the generator's start seed), drops handlers, path entries and the op's
     signal handlers, and drops opscreen's plugin modules, also from their package's
-    attributes (else they live on with what they hold), except persist.py."""
+    attributes (else they live on with what they hold), except persist.py, whose side
+    stream stays and whose settling the next op does again."""
     res = subprocess.run([sys.executable, "-c", HYGIENE, str(ROOT / "src")], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     got = json.loads(res.stdout.strip().splitlines()[-1])
@@ -165,6 +171,9 @@ def test_hygiene_restores_torch_state_logging_and_path():
     assert got["handlers"] == 0 and got["path"] is False
     assert got["report"]["rss_mb"] > 0
     assert got["sigterm_default"] and got["persist_kept"]
+    # the next op settles the device again at its first measurement, as a fresh process's
+    # op does (the same launches and allocations inside its session), on the same side stream
+    assert got["settles_again"] and got["stream_kept"]
     assert got["estimator_dropped"] and got["estimator_unbound"]
     assert got["next_op_timer_time"] == {}  # the next op's phases.timer starts from nothing
 
@@ -349,11 +358,11 @@ def test_canary_reads_device_time_per_kernel_of_its_graph_on_the_processs_stream
     _fresh_process_state()
 
 
-def test_the_canary_can_be_left_out_for_a_diagnostic():
+def test_the_canary_is_a_diagnostic_taken_only_when_asked():
     from opscreen.child import worker
 
-    assert worker.canary_enabled({}) and worker.canary_enabled({worker.ENV_CANARY: "1"})
-    assert not worker.canary_enabled({worker.ENV_CANARY: "0"}) and not worker.canary_enabled({worker.ENV_CANARY: " 0 "})
+    assert not worker.canary_enabled({}) and not worker.canary_enabled({worker.ENV_CANARY: "0"})
+    assert worker.canary_enabled({worker.ENV_CANARY: "1"}) and worker.canary_enabled({worker.ENV_CANARY: " 1 "})
 
 
 def test_the_device_is_settled_once_per_process_before_the_first_canary():

@@ -24,7 +24,7 @@
 #   bash bench/device/h200_checks.sh lanes18     # issue 18: two-lane A/A of uncapturable + graph ops, then one lane alone
 #   bash bench/device/h200_checks.sh wkcause     # issue 16: op, worker, worker resting between ops, op again; GPU clocks logged
 #                                                # MODES also: wk1 (a worker per op: --max-ops-per-worker 1),
-#                                                # wk1nc (the same without the canary: OPSCREEN_WORKER_CANARY=0)
+#                                                # wkc, wk1c (wk, wk1 with the diagnostic canary: OPSCREEN_WORKER_CANARY=1)
 # sample, workers, wkcause: EXCLUDE="op ..." leaves ops of the draw out (say why in the results)
 #
 # The FlagGems copy is an archive of ed2508b (not a checkout): OPSCREEN_SUITE_COMMIT declares it.
@@ -383,9 +383,10 @@ PY
     python3 -m opscreen compare "$W/A" "$W/B" > "$W/compare.txt" 2>&1; echo "compare rc=$?"; head -40 "$W/compare.txt"
     ;;
   wkcause)
-    # Issue 16: why later ops of a worker read differently from a fresh process. The same ops,
-    # every GPU, --no-steal: op (fresh processes; compiles), worker, worker resting REST_S between
-    # ops (the device idle as long as a fresh process's start), op again (the op-vs-op baseline).
+    # Issue 16: worker against fresh processes on the same ops, every GPU, --no-steal: op (fresh
+    # processes; compiles on a fresh machine), worker, worker resting REST_S between ops (the device
+    # idle as long as a fresh process's start), op again (the op-vs-op baseline; on a warm cache,
+    # so the worker's speed is read against it), and the modes of the header.
     # SM clock, temperature and power every 200 ms in smi.csv.
     seed="${SEED:-20261201}"; n_ops="${N_OPS:-12}"
     # a mode cut by the budget resumes: carry its run dir back in as .fg/<mode> (from this step's tarball)
@@ -394,9 +395,9 @@ PY
     nvidia-smi --query-gpu=timestamp,index,clocks.sm,clocks.mem,temperature.gpu,power.draw,clocks_throttle_reasons.active \
         --format=csv,noheader,nounits -lms 200 > "$W/smi.csv" 2>&1 & smi=$!
     for m in ${MODES:-op wk wkrest op2}; do
-      case "$m" in wk|wkrest) iso="--isolation worker" ;; wk1|wk1nc) iso="--isolation worker --max-ops-per-worker 1" ;; *) iso="--isolation op" ;; esac
+      case "$m" in wk|wkc|wkrest) iso="--isolation worker" ;; wk1|wk1c) iso="--isolation worker --max-ops-per-worker 1" ;; *) iso="--isolation op" ;; esac
       rest=0; [ "$m" = wkrest ] && rest="${REST_S:-8}"
-      canary=1; [ "$m" = wk1nc ] && canary=0
+      canary=0; case "$m" in wkc|wk1c) canary=1 ;; esac
       [ "$(left)" -gt 30 ] || { echo "$m: skipped (time)"; continue; }
       echo "$m start $(date +%H:%M:%S.%N)" >> "$W/marks.txt"
       # shellcheck disable=SC2086
@@ -408,7 +409,7 @@ PY
     done
     kill "$smi" 2>/dev/null
     # the workers' canary (device time per kernel of a fixed graph) after their imports and after each op
-    for m in wk wkrest wk1; do [ -d "$W/$m" ] && python3 - "$W/$m" <<'PY'
+    for m in wkc wk1c; do [ -d "$W/$m" ] && python3 - "$W/$m" <<'PY'
 import json, pathlib, sys
 for f in sorted(pathlib.Path(sys.argv[1]).glob("ops/*/result.json")):
     w = (json.loads(f.read_text()).get("phases") or {}).get("worker") or {}
@@ -416,11 +417,13 @@ for f in sorted(pathlib.Path(sys.argv[1]).glob("ops/*/result.json")):
           f"canary start {w.get('canary_start_us')} us, after {w.get('canary_us')} us")
 PY
     done
-    for m in wk wkrest wk1 wk1nc op2; do
+    for m in wk wkrest wk1 wkc wk1c op2; do
       [ -d "$W/$m" ] && { echo "== $m against op"; python3 bench/worker_ab.py "$W/$m" "$W/op" --json "$W/${m}_vs_op.json" | grep -E "^A/A|^(worker|op) "; }
     done
     # where the time went (phases.timer: opscreen's timers against the suite's own code), and why workers were replaced
-    for m in op wk; do [ -d "$W/$m" ] && { echo "== $m"; python3 -m opscreen summary "$W/$m" | grep -A12 "^where the time went"; }; done
+    for m in op op2 wk; do [ -d "$W/$m" ] && { echo "== $m"; python3 -m opscreen summary "$W/$m" | grep -A12 "^where the time went"; }; done
+    # speed: the worker against the op run on a warm cache (op2 when it ran: op compiled first)
+    for m in op2 op; do [ -d "$W/$m" ] && [ -d "$W/wk" ] && { echo "== wk against $m (speed)"; python3 bench/worker_ab.py "$W/wk" "$W/$m" | grep -E "^(worker|op) |^sum|GPU"; break; }; done
     ;;
   *) echo "unknown step $step" >&2; exit 2 ;;
 esac

@@ -8,8 +8,11 @@ process creates once is created once in a worker too:
   stream pool at its first capture; a worker that drew a new one for every op would
   replay op k on the pool's k-th stream (another hardware queue), not on the one a
   fresh process's op replays on;
-- the device's settling (:func:`settle`), once per process and device, right after its
-  side stream is made (:func:`settled_side_stream`).
+- the device's settling (:func:`settle`), right after its side stream is made
+  (:func:`settled_side_stream`): once per process and device in a fresh process, and
+  once per op in a worker (its hygiene calls :func:`unsettle`), so that every op makes
+  the same launches and allocations at the same point of its session as a fresh
+  process's op does.
 
 Standard library only (torch comes in as an argument).
 """
@@ -75,6 +78,16 @@ def settle(torch: Any, device_type: str, index: int, stream: Any = None, launche
         return False
     _SETTLED.add(key)
     return True
+
+
+def unsettle() -> None:
+    """Between a worker's ops: the next op settles again at its first measurement, as a
+    fresh process's does. Its device stays in the steady state (a process never leaves
+    it); what this keeps the same as in a fresh process is the op's own sequence of
+    launches and allocations (on an H200 a worker that settled before an op's session,
+    not inside it, read kernels under 10 us up to 1 % apart from a fresh process, row by
+    row: bench/results/2026-12-01-h200-canary.md)."""
+    _SETTLED.clear()
 
 
 def settled(device_type: str, index: int) -> bool:

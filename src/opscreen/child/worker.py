@@ -29,9 +29,16 @@ and with them the op's last timed callable and its inputs, alive), makes the fin
 session's assertion-rewriting hook let go of its session (a pytest plugin first
 imported inside it keeps the hook as its loader), and collects garbage (the timing
 plugin froze what was alive after collection, and thawed it when the session ended:
-``opscreen.child.timing.freeze_heap``). It then reports its memory and its canary
-(:func:`canary_us`: a fixed graph of tiny kernels, also read once after the imports) so
-that the harness can recycle it.
+``opscreen.child.timing.freeze_heap``), and lets the next op settle the device again at
+its first measurement (:func:`opscreen.child.persist.unsettle`). It then reports its
+memory so that the harness can recycle it.
+
+The canary (:func:`canary_us`: a fixed graph of tiny kernels, read after the imports and
+after each op) is a diagnostic, off unless ``OPSCREEN_WORKER_CANARY=1``: its own
+allocations and launches before an op's session move where that op's small kernels
+read (on an H200, up to 1 % row by row on kernels under 10 us, the same on every op of
+the worker; without it a worker reads what a fresh process reads:
+bench/results/2026-12-01-h200-canary.md).
 
 Output: the op's stdout and stderr go to the worker's own (a pipe the harness reads
 into the op's ``run.log``); after each op the worker prints one :data:`DONE` line
@@ -64,8 +71,8 @@ ENV_KEEP = "OPSCREEN_WORKER_KEEP"  # comma-separated top-level packages under th
 # seconds the worker waits after an op's hygiene, the device idle (a diagnostic: a fresh
 # process leaves the device idle for its start and imports before each op; see README)
 ENV_REST = "OPSCREEN_WORKER_REST_S"
-# "0": the worker takes no canary (a diagnostic: its start then does on the device only what
-# the op's own session does, as a fresh process's; the lane cannot replace it for its canary)
+# "1": the worker takes its canary after its imports and after each op (a diagnostic, off by
+# default: the canary's own work on the device moves what the next op's small kernels read)
 ENV_CANARY = "OPSCREEN_WORKER_CANARY"
 READY = "\x1eOPSCREEN-WORKER-READY "
 DONE = "\x1eOPSCREEN-WORKER-DONE "
@@ -190,6 +197,9 @@ def hygiene(base: Baseline) -> dict:
             except (ValueError, OSError, TypeError):
                 pass
     _release_rewrite_hooks()
+    from opscreen.child import persist
+
+    persist.unsettle()
     memory = _reset_torch(base)
     random.seed()
     np = sys.modules.get("numpy")
@@ -272,14 +282,13 @@ CANARY_REPLAYS = 15
 
 
 def canary_us(device_type: str, torch=None) -> float | None:
-    """The worker's canary: :func:`graph_kernel_us` on the process's side stream (the one
-    the graph timer replays on: persist.py), each timed replay behind an untimed one (as
-    the graph timer's samples: the host's submission is never timed). The device is
-    settled first, as before any measurement
-    (:func:`opscreen.child.persist.settled_side_stream`). Taken once after the imports
-    (what a fresh process reads) and after every op's hygiene; the harness replaces a
-    worker whose canary rose (opscreen.op.lane). None without a CUDA/HIP device, or when
-    it cannot be taken."""
+    """The worker's canary, a diagnostic (:func:`canary_enabled`): :func:`graph_kernel_us`
+    on the process's side stream (the one the graph timer replays on: persist.py), each
+    timed replay behind an untimed one (as the graph timer's samples: the host's
+    submission is never timed). The device is settled first, as before any measurement
+    (:func:`opscreen.child.persist.settled_side_stream`). When enabled, taken once after
+    the imports and after every op's hygiene; the harness replaces a worker whose canary
+    rose (opscreen.op.lane). None without a CUDA/HIP device, or when it cannot be taken."""
     torch = torch if torch is not None else sys.modules.get("torch")
     if torch is None or device_type != "cuda":
         return None
@@ -331,8 +340,8 @@ def graph_kernel_us(torch, stream, lead: str = "replay") -> float:
 
 
 def canary_enabled(environ) -> bool:
-    """False when :data:`ENV_CANARY` is ``0`` (the diagnostic that leaves the canary out)."""
-    return environ.get(ENV_CANARY, "").strip() != "0"
+    """True when :data:`ENV_CANARY` is ``1`` (the diagnostic that takes the canary)."""
+    return environ.get(ENV_CANARY, "").strip() == "1"
 
 
 def _rest_s(text: str) -> float:

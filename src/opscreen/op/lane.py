@@ -15,8 +15,9 @@ and runs each op in it, with these guarantees:
   (retries, dtype fallback) run in fresh processes on every lane.
 - **Recycling.** A worker is closed after ``max_ops_per_worker`` ops, when its
   resident memory after an op passes :data:`MAX_RSS_MB`, the device memory still
-  allocated after the hygiene passes :data:`MAX_DEVICE_MB`, or its canary kernel reads
-  more than :data:`CANARY_TOL` over its start's (all overridable in the environment),
+  allocated after the hygiene passes :data:`MAX_DEVICE_MB`, or (with the diagnostic
+  canary on) its canary kernel reads more than :data:`CANARY_TOL` over its start's (all
+  overridable in the environment),
   and when an op needs a different environment or interpreter than the worker was
   started with (the key: everything but the per-op variables).
 - **Interrupts.** A stopped op is ``interrupted`` as in a fresh process (its worker
@@ -48,11 +49,12 @@ PER_OP_KEYS = (ENV_CONFIG, ENV_SPAWNED_AT, "PYTEST_ADDOPTS", "PYTHONPATH")
 #: memory allocated (a leak the hygiene cannot free). The host bound sits above 100 ops of that growth.
 MAX_RSS_MB = 8192.0
 MAX_DEVICE_MB = 2048.0
-#: A worker whose canary (opscreen.child.worker.canary_us: device time per kernel of a fixed graph
-#: of tiny kernels) reads this much over its own reading after the imports is replaced: a device
-#: state an op left that slows every kernel. The one found on an H200 (+19 %, 0.93 -> 1.11 us a
-#: kernel: a second stream's work, then the default stream's) is now reached by every process
-#: before it measures (opscreen.child.persist.settle); settled, the canary reads within 0.3 %.
+#: With the worker's canary on (a diagnostic, ``OPSCREEN_WORKER_CANARY=1``: device time per kernel
+#: of a fixed graph of tiny kernels, opscreen.child.worker.canary_us), a worker whose canary reads
+#: this much over its own reading after the imports is replaced: a device state an op left that
+#: slows every kernel. The one found on an H200 (+19 %, 0.93 -> 1.11 us a kernel: a second
+#: stream's work, then the default stream's) is now reached by every process before it measures
+#: (opscreen.child.persist.settle); settled, the canary reads within 0.3 %.
 CANARY_TOL = 0.05
 WORKER_LOG = "worker.log"
 PASSED = ("passed",)
