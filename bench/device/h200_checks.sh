@@ -395,7 +395,7 @@ PY
     nvidia-smi --query-gpu=timestamp,index,clocks.sm,clocks.mem,temperature.gpu,power.draw,clocks_throttle_reasons.active \
         --format=csv,noheader,nounits -lms 200 > "$W/smi.csv" 2>&1 & smi=$!
     for m in ${MODES:-op wk wkrest op2}; do
-      case "$m" in wk|wkc|wkrest) iso="--isolation worker" ;; wk1|wk1c) iso="--isolation worker --max-ops-per-worker 1" ;; *) iso="--isolation op" ;; esac
+      case "$m" in wk|wk2|wkc|wkrest) iso="--isolation worker" ;; wk1|wk1c) iso="--isolation worker --max-ops-per-worker 1" ;; *) iso="--isolation op" ;; esac
       rest=0; [ "$m" = wkrest ] && rest="${REST_S:-8}"
       canary=0; case "$m" in wkc|wk1c) canary=1 ;; esac
       [ "$(left)" -gt 30 ] || { echo "$m: skipped (time)"; continue; }
@@ -417,7 +417,7 @@ for f in sorted(pathlib.Path(sys.argv[1]).glob("ops/*/result.json")):
           f"canary start {w.get('canary_start_us')} us, after {w.get('canary_us')} us")
 PY
     done
-    for m in wk wkrest wk1 wkc wk1c op2; do
+    for m in wk wk2 wkrest wk1 wkc wk1c op2; do
       [ -d "$W/$m" ] && { echo "== $m against op"; python3 bench/worker_ab.py "$W/$m" "$W/op" --json "$W/${m}_vs_op.json" | grep -E "^A/A|^(worker|op) "; }
     done
     # where the time went (phases.timer: opscreen's timers against the suite's own code), and why workers were replaced
