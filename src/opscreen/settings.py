@@ -40,9 +40,10 @@ CPU_PINNING = ("auto", "off")  # opscreen.backends.cpusets.PINNING
 ISOLATIONS = ("auto", "worker", "op")
 #: What ``--isolation auto`` means per command: a fresh process per op for both, until an A/A
 #: shows that a warm worker measures what a fresh process does (README "Warm workers": on an
-#: H200, once every process settles the device, a worker reads kernels of 10 us and more as a
-#: fresh process does, but kernels under 10 us 0.2-0.5 % slower, p90 2 % on the speedup;
-#: bench/results/2026-12-01-h200-aa-freeze.md).
+#: H200, with every process settled and the worker's canary off, a worker's first op reads
+#: like a fresh process, its later ops read kernels of 10 us and more alike (0.13 / 0.61 %) but
+#: a few ops' small kernels apart (all graph rows 0.18 / 1.44 % against a target of 0.1 / 0.5 %;
+#: bench/results/2026-12-01-h200-canary.md).
 #: ``opscreen op`` keeps it in any case, so that ``--repeats`` measures the spread between processes.
 AUTO_ISOLATION = MappingProxyType({RUN: "op", OP: "op"})
 SHAPE_MODES = ("upstream", "curated")
