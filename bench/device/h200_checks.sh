@@ -24,7 +24,8 @@
 #   bash bench/device/h200_checks.sh lanes18     # issue 18: two-lane A/A of uncapturable + graph ops, then one lane alone
 #   bash bench/device/h200_checks.sh wkcause     # issue 16: op, worker, worker resting between ops, op again; GPU clocks logged
 #                                                # MODES also: wk1 (a worker per op: --max-ops-per-worker 1),
-#                                                # wkc, wk1c (wk, wk1 with the diagnostic canary: OPSCREEN_WORKER_CANARY=1)
+#                                                # wkc, wk1c (wk, wk1 with the diagnostic canary: OPSCREEN_WORKER_CANARY=1),
+#                                                # ophold, opchurn (op after HOLD_MB held / freed: bench/device/hold_plugin.py)
 # sample, workers, wkcause: EXCLUDE="op ..." leaves ops of the draw out (say why in the results)
 #
 # The FlagGems copy is an archive of ed2508b (not a checkout): OPSCREEN_SUITE_COMMIT declares it.
@@ -398,9 +399,13 @@ PY
       case "$m" in wk|wk2|wkc|wkrest) iso="--isolation worker" ;; wk1|wk1c) iso="--isolation worker --max-ops-per-worker 1" ;; *) iso="--isolation op" ;; esac
       rest=0; [ "$m" = wkrest ] && rest="${REST_S:-8}"
       canary=0; case "$m" in wkc|wk1c) canary=1 ;; esac
+      # ophold, opchurn: fresh processes given a device memory history first (bench/device/hold_plugin.py)
+      hold=""; addopts=""; case "$m" in ophold) hold="hold:${HOLD_MB:-1024}" ;; opchurn) hold="churn:${HOLD_MB:-1024}" ;; esac
+      [ -n "$hold" ] && addopts="-p hold_plugin"
       [ "$(left)" -gt 30 ] || { echo "$m: skipped (time)"; continue; }
       echo "$m start $(date +%H:%M:%S.%N)" >> "$W/marks.txt"
       # shellcheck disable=SC2086
+      PYTHONPATH="$PYTHONPATH:$PWD/bench/device" PYTEST_ADDOPTS="$addopts" OPSCREEN_DIAG_HOLD="$hold" \
       OPSCREEN_WORKER_REST_S=$rest OPSCREEN_WORKER_CANARY=$canary timeout -s INT "$(left)" python3 -m opscreen run \
           --backend cuda --devices all --no-steal $iso --ops-file "$W/sample.txt" --timeout 300 --out "$W/$m" --plain \
           > "$W/$m.console" 2>&1
@@ -417,7 +422,7 @@ for f in sorted(pathlib.Path(sys.argv[1]).glob("ops/*/result.json")):
           f"canary start {w.get('canary_start_us')} us, after {w.get('canary_us')} us")
 PY
     done
-    for m in wk wk2 wkrest wk1 wkc wk1c op2; do
+    for m in wk wk2 wkrest wk1 wkc wk1c ophold opchurn op2 op3; do
       [ -d "$W/$m" ] && { echo "== $m against op"; python3 bench/worker_ab.py "$W/$m" "$W/op" --json "$W/${m}_vs_op.json" | grep -E "^A/A|^(worker|op) "; }
     done
     # where the time went (phases.timer: opscreen's timers against the suite's own code), and why workers were replaced
