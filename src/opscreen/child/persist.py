@@ -84,9 +84,9 @@ def unsettle() -> None:
     """Between a worker's ops: the next op settles again at its first measurement, as a
     fresh process's does. Its device stays in the steady state (a process never leaves
     it); what this keeps the same as in a fresh process is the op's own sequence of
-    launches and allocations (on an H200 a worker that settled before an op's session,
-    not inside it, read kernels under 10 us up to 1 % apart from a fresh process, row by
-    row: bench/results/2026-12-01-h200-canary.md)."""
+    launches and allocations (on an H200 a worker whose canary settled the device and
+    ran its graph before an op's session read that op's kernels under 10 us up to 1 %
+    apart from a fresh process, row by row: bench/results/2026-12-01-h200-canary.md)."""
     _SETTLED.clear()
 
 
