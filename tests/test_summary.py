@@ -253,6 +253,7 @@ def test_where_the_measurement_went_names_the_graph_timers_parts_only_when_it_ra
             self.phases = {"measurement_s": measurement, "timer": timer}
 
     graph = {"timer_s": 6.0, "warmup_s": 1.0, "capture_s": 0.5, "samples_s": 3.0, "other_s": 1.5, "measurements": 30}
+    # (a result written before first_s existed: its first calls are inside warmup_s, and none is printed)
     tm = timer_stats([Op(5.0, graph), Op(3.0, None), Op(3.0, {**graph, "measurements": 2})])
     assert tm["ops"] == 2 and tm["measurement_s"] == 8.0 and tm["timer_s"] == 12.0 and tm["suite_s"] == 0.0
     tm = timer_stats([Op(8.0, graph)])
@@ -264,6 +265,9 @@ def test_where_the_measurement_went_names_the_graph_timers_parts_only_when_it_ra
     assert line == ("of the measurement (1 ops, 8.0 s): opscreen's timers 6.0 s (75 %; 30 measurements: warm-up "
                     "1.0 s, graph capture 0.5 s, samples 3.0 s, other 1.5 s), the suite's own code 2.0 s (25 %: "
                     "inputs, references, its loops)")
+    first = timer_stats([Op(8.0, {**graph, "first_s": 0.4, "warmup_s": 0.6})])
+    line = [x for x in format_time_stats({**base, "timers": first}) if isinstance(x, str) and x.startswith("of the")][0]
+    assert "30 measurements: first calls 0.4 s (compile, autotune, load), warm-up 0.6 s, graph capture" in line
     prof = timer_stats([Op(8.0, {**graph, "samples_s": 1.0, "host_s": 2.0})])
     line = [x for x in format_time_stats({**base, "timers": prof}) if isinstance(x, str) and x.startswith("of the")][0]
     assert "samples 1.0 s, the profiler's host latency 2.0 s, other 1.5 s" in line

@@ -163,6 +163,30 @@ def test_warmup_runs_the_first_call_alone_then_until_settled():
     assert sum(batches[1:]) * 0.1 >= 5.0 - 0.5  # about warmup_ms of calls after the first
 
 
+def test_warmup_marks_the_first_call_apart():
+    """The first call (where a library compiles, autotunes and loads its kernels) is its
+    own part of the timer's time (phases.timer.first_s), the rest of the warm-up another."""
+    import time
+
+    from opscreen.child import timed_value as T
+
+    def run_batch(k):
+        time.sleep(0.2 if not calls else 0.0005 * k)  # the first call: a compilation
+        calls.append(k)
+        return 0.1 * k
+
+    calls: list = []
+    T._timer_time.clear()
+    parts = T.TimerParts()
+    timing.warm_up(run_batch, Settings(warmup_calls=3, warmup_ms=1.0, max_warmup_s=30.0), time.perf_counter, parts)
+    parts.mark("warmup_s")
+    parts.commit()
+    got = dict(T._timer_time)
+    T._timer_time.clear()
+    assert set(got) == {"first_s", "warmup_s"}
+    assert got["first_s"] >= 0.2 and got["warmup_s"] < 0.2, got
+
+
 def _flipping(clock):
     flip = [0]
     spent = [0.0]

@@ -343,7 +343,7 @@ def measure_graph(call: Callable[[], Any], settings: Settings, api: GraphAPI,
         with api.stream():
             api.synchronize()
             parts = _timed.TimerParts()
-            w = warm_up(run.run_batch, settings, clock)
+            w = warm_up(run.run_batch, settings, clock, parts)
             parts.mark("warmup_s")
             run.size_and_capture(w.ms_per_call)
             run.phase = "replay"

@@ -139,7 +139,7 @@ def measure_profiler(call: Callable[[], Any], settings: Settings, prof: Any, war
             sync()
             return (clock() - t) * 1e3
 
-        warm_calls = warm_up(run_batch, settings, clock).calls
+        warm_calls = warm_up(run_batch, settings, clock, parts).calls
     parts.mark("warmup_s")
     if not prof.primed:
         prof.session(call, 1)  # loads CUPTI: seconds, once per process

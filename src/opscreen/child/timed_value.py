@@ -167,10 +167,12 @@ def profiler_provider() -> Any:
 
 # -- where the timers' time went (phases.timer in run_identity.json and result.json) ----
 
-#: The parts the graph, wallclock and profiler timers report (warm-up, the graph's capture,
-#: the samples, the profiler's host-inclusive latency); the rest of the timers' time (the
-#: direct timer, like-with-like retimes, a graph's failed attempt) is ``other_s``.
-TIMER_PARTS = ("warmup_s", "capture_s", "samples_s", "host_s")
+#: The parts the graph, wallclock and profiler timers report (the first call of each measured
+#: callable, where the library compiles, autotunes and loads its kernels; the rest of the
+#: warm-up; the graph's capture; the samples; the profiler's host-inclusive latency); the rest
+#: of the timers' time (the direct timer, like-with-like retimes, a graph's failed attempt) is
+#: ``other_s``.
+TIMER_PARTS = ("first_s", "warmup_s", "capture_s", "samples_s", "host_s")
 _timer_time: dict = {}
 
 
@@ -203,7 +205,7 @@ class TimerParts:
 
 
 def timer_time() -> dict:
-    """``{measurements, timer_s, warmup_s, capture_s, samples_s, host_s, other_s}`` (seconds, ms
+    """``{measurements, timer_s, first_s, warmup_s, capture_s, samples_s, host_s, other_s}`` (seconds, ms
     resolution) for this process so far; {} before its first measurement."""
     if not _timer_time.get("measurements"):
         return {}

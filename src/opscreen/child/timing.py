@@ -263,7 +263,7 @@ class Warmup:
 
 
 def warm_up(run_batch: Callable[[int], float], settings: Settings,
-            clock: Callable[[], float] = time.perf_counter) -> Warmup:
+            clock: Callable[[], float] = time.perf_counter, parts: Optional[_timed.TimerParts] = None) -> Warmup:
     """Call the measured callable until JIT compilation and autotuning are done and
     its per-call time has settled.
 
@@ -274,10 +274,13 @@ def warm_up(run_batch: Callable[[int], float], settings: Settings,
     two consecutive batches agree on the per-call time within 10 %
     (``settled``). A callable too noisy to settle stops after 20 x
     ``warmup_ms`` of calls (``unsettled``); ``max_warmup_s`` (host clock)
-    caps the whole (``max_warmup``).
+    caps the whole (``max_warmup``). ``parts``, when given, marks the first call
+    (``first_s``) apart from the rest; the caller marks the rest (``warmup_s``).
     """
     t0 = clock()
     first = float(run_batch(1))
+    if parts is not None:
+        parts.mark("first_s")
     calls = 1
     total = 0.0
     prev: Optional[float] = None
@@ -417,7 +420,7 @@ class WallclockTimer:
             return (clock() - t) * 1e3
 
         parts = _timed.TimerParts()
-        w = warm_up(run_batch, self.settings, clock)
+        w = warm_up(run_batch, self.settings, clock, parts)
         parts.mark("warmup_s")
         k = calls_per_sample(w.ms_per_call, self.settings)
         stats = adaptive_sample(lambda b: [run_batch(k) / k for _ in range(b)], self.settings, clock)

@@ -578,7 +578,8 @@ def format_time_stats(t: dict) -> list:
         pct = (lambda v: f"{100 * v / tm['measurement_s']:.0f} %")
         told = sum(tm[p] for p in TIMER_PARTS)
         host = f", the profiler's host latency {tm['host_s']:.1f} s" if tm["host_s"] > 0 else ""
-        parts = (f": warm-up {tm['warmup_s']:.1f} s, graph capture {tm['capture_s']:.1f} s, samples "
+        first = f"first calls {tm['first_s']:.1f} s (compile, autotune, load), " if tm["first_s"] > 0 else ""
+        parts = (f": {first}warm-up {tm['warmup_s']:.1f} s, graph capture {tm['capture_s']:.1f} s, samples "
                  f"{tm['samples_s']:.1f} s{host}, other {tm['other_s']:.1f} s" if told > 0 else "")
         lines.append(f"of the measurement ({tm['ops']} ops, {tm['measurement_s']:.1f} s): opscreen's timers "
                      f"{tm['timer_s']:.1f} s ({pct(tm['timer_s'])}; {int(tm['measurements'])} measurements{parts}), "
