@@ -7,7 +7,7 @@ explanation is placement: earlier ops moved where the driver puts the next op's 
 This plugin gives a fresh process such a history before its first test, once collection
 is done (the suite's imports made), from ``OPSCREEN_DIAG_HOLD``:
 
-- ``hold:MB``: allocate MB MiB on the current CUDA device and keep it for the session;
+- ``hold:MB``: allocate MB MiB (in whole 64 MiB pieces, at least one) on the current CUDA device and keep it for the session;
 - ``churn:MB``: allocate MB MiB in 64 MiB pieces, free them and empty the allocator's
   cache, as a worker's hygiene leaves an earlier op's memory.
 
@@ -38,12 +38,12 @@ def pytest_collection_finish(session) -> None:
     if what is None or torch is None or not torch.cuda.is_available():
         return
     kind, mb = what
-    piece = 64 * 2**20
-    blocks = [torch.empty(piece, dtype=torch.uint8, device="cuda") for _ in range(max(1, mb // 64))]
+    pieces = max(1, mb // 64)  # whole 64 MiB pieces
+    blocks = [torch.empty(64 * 2**20, dtype=torch.uint8, device="cuda") for _ in range(pieces)]
     torch.cuda.synchronize()
     if kind == "hold":
         _KEPT.extend(blocks)
     else:
         del blocks
         torch.cuda.empty_cache()
-    print(f"hold_plugin: {kind} {mb} MiB before the first test", flush=True)
+    print(f"hold_plugin: {kind} {64 * pieces} MiB before the first test", flush=True)

@@ -344,7 +344,6 @@ def measure_graph(call: Callable[[], Any], settings: Settings, api: GraphAPI,
             api.synchronize()
             parts = _timed.TimerParts()
             w = warm_up(run.run_batch, settings, clock, parts)
-            parts.mark("warmup_s")
             run.size_and_capture(w.ms_per_call)
             run.phase = "replay"
             parts.mark("capture_s")

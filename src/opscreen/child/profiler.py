@@ -140,7 +140,6 @@ def measure_profiler(call: Callable[[], Any], settings: Settings, prof: Any, war
             return (clock() - t) * 1e3
 
         warm_calls = warm_up(run_batch, settings, clock, parts).calls
-    parts.mark("warmup_s")
     if not prof.primed:
         prof.session(call, 1)  # loads CUPTI: seconds, once per process
         prof.primed = True

@@ -274,9 +274,17 @@ def warm_up(run_batch: Callable[[int], float], settings: Settings,
     two consecutive batches agree on the per-call time within 10 %
     (``settled``). A callable too noisy to settle stops after 20 x
     ``warmup_ms`` of calls (``unsettled``); ``max_warmup_s`` (host clock)
-    caps the whole (``max_warmup``). ``parts``, when given, marks the first call
-    (``first_s``) apart from the rest; the caller marks the rest (``warmup_s``).
+    caps the whole (``max_warmup``). ``parts``, when given, is marked with the
+    first call (``first_s``) and the rest of the warm-up (``warmup_s``).
     """
+    w = _warm_up(run_batch, settings, clock, parts)
+    if parts is not None:
+        parts.mark("warmup_s")
+    return w
+
+
+def _warm_up(run_batch: Callable[[int], float], settings: Settings, clock: Callable[[], float],
+             parts: Optional[_timed.TimerParts]) -> Warmup:
     t0 = clock()
     first = float(run_batch(1))
     if parts is not None:
@@ -421,7 +429,6 @@ class WallclockTimer:
 
         parts = _timed.TimerParts()
         w = warm_up(run_batch, self.settings, clock, parts)
-        parts.mark("warmup_s")
         k = calls_per_sample(w.ms_per_call, self.settings)
         stats = adaptive_sample(lambda b: [run_batch(k) / k for _ in range(b)], self.settings, clock)
         parts.mark("samples_s")
