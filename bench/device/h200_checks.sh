@@ -22,6 +22,8 @@
 #   bash bench/device/h200_checks.sh workers     # SEED/N_OPS random ops, --no-steal: --isolation worker, then op; resumes .fg/wk, .fg/op
 #   bash bench/device/h200_checks.sh profiler    # issue 18: profiler vs graph vs direct (3 processes), A/A of uncapturable ops
 #   bash bench/device/h200_checks.sh lanes18     # issue 18: two-lane A/A of uncapturable + graph ops, then one lane alone
+#   bash bench/device/h200_checks.sh speedpair   # issue 16: SEED/N_OPS random ops in chunks of CHUNK: worker (cold cache),
+#                                                # op, worker again (both warm), chunk by chunk; resumes
 #   bash bench/device/h200_checks.sh wkcause     # issue 16: op, worker, worker resting between ops, op again; GPU clocks logged
 #                                                # MODES also: wk1 (a worker per op: --max-ops-per-worker 1),
 #                                                # wkc, wk1c (wk, wk1 with the diagnostic canary: OPSCREEN_WORKER_CANARY=1),
@@ -33,7 +35,7 @@
 # Everything lands in $OUT (the device tool brings back at most 8 files, so each step
 # leaves one tarball and prints its figures last). Budget each step under 9 minutes.
 set -u
-step="${1:?usage: h200_checks.sh inventory|mm|fallback|aa|screen|lanes|mm-split|l2|repeats|placement|repeats3|run-aa|mm-repeats|processes|rest|sample|workers|profiler|lanes18|wkcause}"
+step="${1:?usage: h200_checks.sh inventory|mm|fallback|aa|screen|lanes|mm-split|l2|repeats|placement|repeats3|run-aa|mm-repeats|processes|rest|sample|workers|profiler|lanes18|wkcause|speedpair}"
 cd "$(dirname "$0")/../.."
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH="/tmp/site:$PWD/src" FLAGGEMS_ROOT="$PWD/.fg/FlagGems" PYTHONUNBUFFERED=1
@@ -431,5 +433,37 @@ PY
     for m in op2 op; do [ -d "$W/$m" ] && [ -d "$W/wk" ] && { echo "== wk against $m (speed)"; python3 bench/worker_ab.py "$W/wk" "$W/$m" | grep -E "^(worker|op) |^sum|GPU"; break; }; done
     ;;
   *) echo "unknown step $step" >&2; exit 2 ;;
+  speedpair)
+    # Issue 16's speed pair on one GPU within a session's device time: the draw (SEED, N_OPS)
+    # runs CHUNK ops at a time, each chunk three times on the same lease: wk (--isolation
+    # worker, the chunk's first screen: compiles on a cold cache), op (--isolation op, warm
+    # cache), wk2 (worker again, warm cache), so that wherever the budget cuts, the chunks
+    # done are like-for-like triples. Each mode's run dir grows chunk by chunk (a resume with
+    # a longer --ops-file). A warm machine keeps $W between calls; on a fresh one, carry the
+    # run dirs back as .fg/wk .fg/op .fg/wk2 (and its caches are cold again: say so).
+    seed="${SEED:-20261204}"; n_ops="${N_OPS:-40}"; chunk="${CHUNK:-5}"
+    for m in wk op wk2; do [ -d ".fg/$m" ] && [ ! -d "$W/$m" ] && cp -r ".fg/$m" "$W/$m"; done
+    draw "$seed" "$n_ops"
+    total=$(wc -l < "$W/sample.txt"); k=0
+    while [ "$k" -lt "$total" ]; do
+      k=$(( k + chunk )); head -n "$k" "$W/sample.txt" > "$W/upto.txt"
+      for m in wk op wk2; do
+        done_n=$(ls "$W/$m"/ops/*/.complete 2>/dev/null | wc -l)
+        [ "$done_n" -ge "$(wc -l < "$W/upto.txt")" ] && continue
+        [ "$(left)" -gt 30 ] || { echo "$m: stopped at chunk ending $k (time)"; break 2; }
+        case "$m" in op) iso="--isolation op" ;; *) iso="--isolation worker" ;; esac
+        echo "$m chunk ..$k start $(date +%H:%M:%S) host $(hostname)" >> "$W/marks.txt"
+        # shellcheck disable=SC2086
+        timeout -s INT "$(left)" python3 -m opscreen run --backend cuda --devices all --no-steal $iso \
+            --ops-file "$W/upto.txt" --timeout 300 --out "$W/$m" --plain >> "$W/$m.console" 2>&1
+        echo "$m ..$k rc=$? at $SECONDS s"
+      done
+    done
+    for m in wk op wk2; do echo "$m: $(ls "$W/$m"/ops/*/.complete 2>/dev/null | wc -l) ops done"; done
+    for pair in "wk2 op" "wk op" "wk2 wk"; do
+      set -- $pair; [ -d "$W/$1" ] && [ -d "$W/$2" ] || continue
+      echo "== $1 against $2"; python3 bench/worker_ab.py "$W/$1" "$W/$2" --json "$W/${1}_vs_$2.json"
+    done
+    ;;
 esac
 tar czf "$OUT/$step.tgz" -C "$W" .
