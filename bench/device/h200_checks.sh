@@ -432,7 +432,6 @@ PY
     # speed: the worker against the op run on a warm cache (op2 when it ran: op compiled first)
     for m in op2 op; do [ -d "$W/$m" ] && [ -d "$W/wk" ] && { echo "== wk against $m (speed)"; python3 bench/worker_ab.py "$W/wk" "$W/$m" | grep -E "^(worker|op) |^sum|GPU"; break; }; done
     ;;
-  *) echo "unknown step $step" >&2; exit 2 ;;
   speedpair)
     # Issue 16's speed pair on one GPU within a session's device time: the draw (SEED, N_OPS)
     # runs CHUNK ops at a time, each chunk three times on the same lease: wk (--isolation
@@ -465,5 +464,6 @@ PY
       echo "== $1 against $2"; python3 bench/worker_ab.py "$W/$1" "$W/$2" --json "$W/${1}_vs_$2.json"
     done
     ;;
+  *) echo "unknown step $step" >&2; exit 2 ;;
 esac
 tar czf "$OUT/$step.tgz" -C "$W" .
