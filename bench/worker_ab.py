@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Warm workers against a fresh process per op: speed and A/A, from two run dirs.
 
-    python bench/worker_ab.py RUN_WORKER RUN_OP [--corpus 1054] [--json out.json] [--only OP,OP]
+    python bench/worker_ab.py RUN_WORKER RUN_OP [--corpus 1054] [--json out.json] [--only OP,OP] [--third RUN]
 
 RUN_WORKER and RUN_OP are two ``opscreen run`` dirs of the same ops on the same
 devices (``--isolation worker`` and ``--isolation op``, ``--no-steal`` so that every op
@@ -16,7 +16,15 @@ runs on the same device in both). Prints:
 - A/A: per-case |speedup_worker / speedup_op - 1| over the rows both runs measured
   on the same device with the same timer, split by timer (graph rows, fallback
   rows): median, p90, max; and on graph rows the median signed shift of each side's
-  latency (torch's, the library's), small kernels apart.
+  latency (torch's, the library's), small kernels apart. Rows that either run calls
+  unresolved (their own band, ``NOISE_K`` x their recorded noise, wider than
+  ``DEFAULT_MAX_BAND``: ``opscreen summary`` and ``compare`` say a change within it
+  cannot be told from noise, e.g. a view op that launches no kernel) are counted, not
+  compared;
+- with ``--third RUN`` (a second run of either mode, same ops, same device): on every
+  graph row where one of the three runs reads its speedup more than 1 % off the median
+  of the three, which run is the odd one out. A mode that measures differently is the
+  odd one out more often than a third of the time; process-to-process spread is not.
 
 Standard library and opscreen's results layer only (no torch).
 """
@@ -25,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -32,6 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from opscreen.results.parse import parse_record_log  # noqa: E402
+from opscreen.results.summary import DEFAULT_MAX_BAND, NOISE_K  # noqa: E402
 
 
 def pct(values: list[float], q: float) -> float | None:
@@ -126,11 +136,23 @@ def graph_size(x, y) -> str | None:
     return "<10us" if min(y.torch_ms, y.lib_ms) < SMALL_MS else ">=10us"
 
 
+def unresolved(row) -> bool:
+    """The row's own band (NOISE_K x sqrt(torch_rsd^2 + lib_rsd^2)) is wider than
+    DEFAULT_MAX_BAND, as ``opscreen summary`` counts it (no noise recorded: resolved)."""
+    if row.torch_rsd is None or row.lib_rsd is None:
+        return False
+    return NOISE_K * math.hypot(row.torch_rsd, row.lib_rsd) > DEFAULT_MAX_BAND
+
+
 def aa(a_ops: dict, b_ops: dict, a: Path, b: Path) -> dict:
     """Per-case |delta speedup| by timer, and the graph rows split by the op's place in its
-    worker (first, or later) and by kernel size (under SMALL_MS, or not)."""
+    worker (first, or later) and by kernel size (under SMALL_MS, or not). Rows either run
+    calls unresolved are only counted (group ``unresolved``, |delta| kept for the record)."""
     groups: dict[str, list[float]] = {}
     for place, x, y in pairs(a_ops, b_ops, a, b):
+        if unresolved(x) or unresolved(y):
+            groups.setdefault("unresolved (left out)", []).append(abs(x.speedup / y.speedup - 1))
+            continue
         d = abs(x.speedup / y.speedup - 1)
         timer = x.lib_timer or "?"
         if timer != y.lib_timer or x.torch_timer != y.torch_timer:
@@ -145,6 +167,34 @@ def aa(a_ops: dict, b_ops: dict, a: Path, b: Path) -> dict:
                 "max_pct": 100 * max(v)} for g, v in sorted(groups.items())}
 
 
+def odd_one_out(runs: list[Path], threshold_pct: float = 1.0) -> dict:
+    """Three runs of the same ops: on each resolved graph row where one run's speedup is more
+    than ``threshold_pct`` off the median of the three, the run farthest from it."""
+    loaded = [load(r) for r in runs]
+    names = [str(r) for r in runs]
+    count = {n: 0 for n in names}
+    by_op: dict[str, dict[str, int]] = {}
+    compared = 0
+    for op in sorted(set(loaded[0]) & set(loaded[1]) & set(loaded[2])):
+        if len({d[op].get("device") for d in loaded}) != 1:
+            continue
+        rs = [rows(r, op) for r in runs]
+        for key in set(rs[0]) & set(rs[1]) & set(rs[2]):
+            xs = [r[key] for r in rs]
+            if any(graph_size(xs[i], xs[(i + 1) % 3]) is None or unresolved(xs[i]) for i in range(3)):
+                continue
+            compared += 1
+            med = statistics.median(x.speedup for x in xs)
+            dev = [abs(x.speedup / med - 1) * 100 for x in xs]
+            if max(dev) <= threshold_pct:
+                continue
+            odd = names[max(range(3), key=lambda i: dev[i])]
+            count[odd] += 1
+            by_op.setdefault(op, {n: 0 for n in names})[odd] += 1
+    return {"threshold_pct": threshold_pct, "rows": compared, "moved": sum(count.values()),
+            "odd_one_out": count, "by_op": by_op}
+
+
 def shifts(a_ops: dict, b_ops: dict, a: Path, b: Path) -> dict:
     """On graph rows measured on the same device in both runs: the median signed shift of
     each side's latency, first run over second (``torch_pct``, ``lib_pct``), small kernels
@@ -153,7 +203,7 @@ def shifts(a_ops: dict, b_ops: dict, a: Path, b: Path) -> dict:
     groups: dict[str, list[tuple[float, float]]] = {}
     for _, x, y in pairs(a_ops, b_ops, a, b):
         size = graph_size(x, y)
-        if size and x.torch_ms and x.lib_ms:
+        if size and x.torch_ms and x.lib_ms and not (unresolved(x) or unresolved(y)):
             groups.setdefault(size, []).append((x.torch_ms / y.torch_ms - 1, x.lib_ms / y.lib_ms - 1))
     return {g: {"rows": len(v), "torch_pct": 100 * statistics.median(t for t, _ in v),
                 "lib_pct": 100 * statistics.median(lib for _, lib in v)} for g, v in sorted(groups.items())}
@@ -166,6 +216,8 @@ def main(argv=None) -> int:
     ap.add_argument("--corpus", type=int, default=1054, help="ops in the full corpus (default 1054)")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--only", help="comma-separated ops: compare these only (e.g. the ops both runs did on one lease)")
+    ap.add_argument("--third", type=Path, help="a second run of either mode: which of the three runs is the odd one "
+                    "out on the rows that move")
     args = ap.parse_args(argv)
     a_ops, b_ops = load(args.worker_run), load(args.op_run)
     if args.only:
@@ -176,6 +228,8 @@ def main(argv=None) -> int:
               "worker": speed({o: a_ops[o] for o in common}), "op": speed({o: b_ops[o] for o in common}),
               "memory": memory(a_ops), "aa": aa(a_ops, b_ops, args.worker_run, args.op_run),
               "shifts": shifts(a_ops, b_ops, args.worker_run, args.op_run)}
+    if args.third:
+        report["odd_one_out"] = odd_one_out([args.worker_run, args.op_run, args.third])
     w, o = report["worker"], report["op"]
     if w.get("sum") and o.get("sum"):
         report["sum_ratio_op_over_worker"] = o["sum"] / w["sum"]
@@ -197,6 +251,10 @@ def main(argv=None) -> int:
     for size, s in report["shifts"].items():
         print(f"A/A graph, {size}: latency shift (first run over second, median) torch {s['torch_pct']:+.3f} %, "
               f"library {s['lib_pct']:+.3f} % ({s['rows']} rows)")
+    if "odd_one_out" in report:
+        t = report["odd_one_out"]
+        print(f"odd one out: {t['moved']} of {t['rows']} resolved graph rows have one run more than "
+              f"{t['threshold_pct']:g} % off the median of three: {t['odd_one_out']}")
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
     return 0

@@ -579,3 +579,57 @@ def test_graph_is_sized_from_device_time_not_eager_launch_time():
     assert res.extra["calls_per_replay"] > 11
     assert res.output("median") == pytest.approx(0.001)
     _clean(api)
+
+
+# -- a process that dies inside a capture (a library's C assert) --------------------------
+
+def _child_config(tmp_path, monkeypatch, **extra):
+    import json
+
+    from opscreen.child import config as C
+
+    cfg = tmp_path / "child_config.json"
+    cfg.write_text(json.dumps({"schema": 1, "out_dir": str(tmp_path), **extra}))
+    monkeypatch.setenv(C.ENV_CONFIG, str(cfg))
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "benchmark/test_x.py::test_x[a (b)] (call)")
+    return tmp_path / C.CAPTURING_MARK
+
+
+def test_the_capture_mark_names_the_test_while_capturing_and_is_gone_after(tmp_path, monkeypatch):
+    mark = _child_config(tmp_path, monkeypatch)
+    api = FakeGraphAPI()
+    seen = []
+
+    class Watching(Op):
+        def __call__(self):
+            if self.api.capturing:
+                seen.append(mark.read_text().strip() if mark.exists() else None)
+            super().__call__()
+
+    res = G.GraphProvider(api).measure(Watching(api, ms=0.01), FAST, Direct())
+    assert res.timer == "graph"
+    assert seen and set(seen) == {"benchmark/test_x.py::test_x[a (b)]"}  # probe and final capture
+    assert not mark.exists()
+
+
+def test_the_capture_mark_is_gone_after_a_capture_that_raised(tmp_path, monkeypatch):
+    mark = _child_config(tmp_path, monkeypatch)
+    api = FakeGraphAPI()
+    res = G.GraphProvider(api).measure(Op(api, fail_when_capturing=RuntimeError("operation not permitted when "
+                                                                             "stream is capturing")), FAST, Direct())
+    assert res.timer == "graph-fallback:capture"
+    assert not mark.exists()
+
+
+def test_a_test_listed_under_no_capture_is_timed_without_capture(tmp_path, monkeypatch):
+    mark = _child_config(tmp_path, monkeypatch, no_capture=["benchmark/test_x.py::test_x[a (b)]"])
+    api = FakeGraphAPI()
+    op, direct = Op(api, ms=0.01), Direct()
+    res = G.GraphProvider(api).measure(op, FAST, direct)
+    assert res.timer == "graph-fallback:capture" and direct.calls == 1
+    assert op.calls == 0 and not api.graphs and not mark.exists()
+    assert res.fallback["kind"] == "capture-abort" and res.fallback["class"] == "capture"
+    assert "died inside the graph capture of benchmark/test_x.py::test_x[a (b)]" in res.fallback["message"]
+    # another test of the same op is still captured
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "benchmark/test_x.py::test_y (call)")
+    assert G.GraphProvider(api).measure(Op(api, ms=0.01), FAST, Direct()).timer == "graph"

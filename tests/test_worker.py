@@ -89,6 +89,8 @@ def test_faults_in_the_middle_of_a_workers_queue(faults):
         assert w["replaces"] == {"why": "op_failed", "detail": f"{fault} {expect[fault]} in it"}, w
     assert phases(out, "ok_a")["worker"]["replaces"] is None  # the lane's first worker replaced none
     assert "timed out after 4 s" in rows["hang"]["error"]
+    # the op's wall counts its run in the worker too (4 s there, 4 s fresh)
+    assert result(out, "hang")["duration_s"] >= 8.0, result(out, "hang")
     summary = subprocess.run([sys.executable, "-m", "opscreen", "summary", str(out)], env=faults.env,
                              capture_output=True, text=True, timeout=120)
     assert "4 ops ran in 4 warm workers" in summary.stdout, summary.stdout
@@ -418,3 +420,54 @@ def test_a_worker_whose_canary_rises_is_replaced():
         assert runner.ended == ({"why": "canary", "detail": "its canary read 1.110 us a kernel, over its start's "
                                  "0.930 us"} if replaced else None), runner.ended
     assert L.canary_drift({"canary_us": 0.93}, {"canary_us": 1.11}) == pytest.approx(0.1935, abs=1e-3)
+
+
+@pytest.mark.parametrize("isolation", ["op", "worker"])
+def test_a_process_that_dies_inside_a_graph_capture_runs_again_without_capturing_that_test(faults, isolation):
+    """A child killed by SIGABRT while it held the graph timer's capture mark (MAGMA's C
+    assert in cholesky_solve on the H200): even with --retries 0, the op runs again in a
+    fresh process whose child config lists that test under no_capture, and passes; the
+    dead run's log and what killed it are kept, and later runs of the op keep the list."""
+    out = faults.tmp / "run"
+    res = faults.run(out, "--devices", "0", "--ops", "ok_a,capture_abort,ok_b", "--isolation", isolation,
+                     "--retries", "0", "--timeout", "60")
+    assert res.returncode == 0, res.stdout + res.stderr
+    rows = status_rows(out)
+    assert {op: rows[op]["status"] for op in ("ok_a", "capture_abort", "ok_b")} == dict.fromkeys(
+        ("ok_a", "capture_abort", "ok_b"), "passed")
+    op_dir = out / "ops" / "capture_abort"
+    test = "benchmark/test_capture_abort.py::test_capture_abort"
+    res_json = result(out, "capture_abort")
+    assert faults.runs("capture_abort") == 2
+    (abort,) = res_json["capture_aborts"]
+    assert abort["test"] == test and abort["status"] == "crashed" and "SIGABRT" in abort["error"], abort
+    log = op_dir / abort["log"]
+    assert abort["log"] == ("worker.log" if isolation == "worker" else "capture-abort-1.log")
+    assert "invocation 1" in log.read_text()
+    assert res_json["duration_s"] >= abort["wall_s"] + phases(out, "capture_abort")["child_wall_s"] - 0.01
+    assert "timed without capture" in (op_dir / "run.log").read_text()
+    assert json.loads((op_dir / "child_config.json").read_text())["no_capture"] == [test]
+    assert json.loads((op_dir / "no_capture.json").read_text()) == [test]
+    assert not (op_dir / ".capturing").exists()
+    # `opscreen op` into the same dir later: the list holds, the op passes at once
+    again = subprocess.run([sys.executable, "-m", "opscreen", "op", "capture_abort", "--suite", str(faults.suite),
+                            "--backend", "cpu", "--out", str(op_dir), "--timeout", "60"], env=faults.env,
+                           capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert faults.runs("capture_abort") == 3
+    faults.assert_no_leftovers()
+
+
+def test_opscreen_op_runs_a_capture_abort_again_and_an_interrupted_capture_is_not_blamed(faults):
+    """`opscreen op` alone does the same; a capture mark left by a run that nobody saw end
+    (a runner killed by SIGKILL) is removed, not taken as a capture abort."""
+    out = faults.tmp / "op"
+    out.mkdir()
+    (out / ".capturing").write_text("benchmark/test_ok.py::test_ok[ok_a]\n")
+    res = subprocess.run([sys.executable, "-m", "opscreen", "op", "capture_abort", "--suite", str(faults.suite),
+                          "--backend", "cpu", "--out", str(out), "--timeout", "60"], env=faults.env,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "inside the graph capture of benchmark/test_capture_abort.py::test_capture_abort" in res.stdout + res.stderr
+    assert json.loads((out / "no_capture.json").read_text()) == ["benchmark/test_capture_abort.py::test_capture_abort"]
+    assert faults.runs("capture_abort") == 2

@@ -344,6 +344,7 @@ def op_result(state, *, status: str, error: str | None, backend: str, node: str 
         "attempt_log": [a.as_dict() for a in state.attempts],
         **({"repeats": final_out["repeats"]} if final_out.get("repeats") else {}),
         **({"phases": final_out["phases"]} if final_out.get("phases") else {}),
+        **({"capture_aborts": final_out["capture_aborts"]} if final_out.get("capture_aborts") else {}),
         "finished_at": utcnow(),
         **(extra or {}),
     }

@@ -349,7 +349,8 @@ class BatchRunner:
             status, exit_code, rc = out.status, out.exit_code, out.child_returncode
             duration, error, timer = float(out.duration_s or 0.0), out.error, getattr(out, "timer", "") or ""
         task.last_outcome = {"status": status, "exit_code": exit_code, "child_returncode": rc, "timer": timer, "out_dir": job.out_dir,
-                             "repeats": getattr(out, "repeats", None), "phases": getattr(out, "phases", None)}
+                             "repeats": getattr(out, "repeats", None), "phases": getattr(out, "phases", None),
+                             "capture_aborts": getattr(out, "capture_aborts", None)}
         if left_incomplete(status, self.io_error is not None):
             return None
         if out is None and is_storage_error(done.exc):

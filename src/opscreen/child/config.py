@@ -25,6 +25,13 @@ ENV_SPAWNED_AT = "OPSCREEN_SPAWNED_AT"
 SCHEMA = contracts.CHILD_CONFIG.version
 
 EXIT_DEVICE_FATAL = 86
+
+# A process that dies inside a graph capture (a library's C assert, e.g. MAGMA asking for
+# memory while the stream captures) cannot report it. The graph timer writes the test it
+# captures into this file of the op dir before each capture and removes it after; the
+# harness reads one left behind and lists the test under the child config's
+# ``no_capture`` key of the op's next attempt, which times that test without capture.
+CAPTURING_MARK = ".capturing"
 FATAL_PREFIX = "OPSCREEN-FATAL:"
 
 TIMERS = ("graph", "profiler", "direct", "wallclock")

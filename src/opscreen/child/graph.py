@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
 import sys
 import time
 from typing import Any, Callable, Optional
@@ -327,18 +328,49 @@ PROBE_CALLS = 16
 PROBE_REPLAYS = 3
 
 
+def current_test() -> Optional[str]:
+    """The node id of the test pytest is running (``PYTEST_CURRENT_TEST`` less its phase)."""
+    cur = os.environ.get("PYTEST_CURRENT_TEST")
+    return cur.rsplit(" (", 1)[0] if cur else None
+
+
+class CaptureMark:
+    """The op dir's :data:`~opscreen.child.config.CAPTURING_MARK` file, holding ``test``
+    while a capture runs: what a process that dies inside the capture leaves behind."""
+
+    def __init__(self, path: "os.PathLike[str] | str", test: Optional[str]):
+        self.path, self.test = os.fspath(path), test or "?"
+
+    @contextlib.contextmanager
+    def held(self):
+        with open(self.path, "w", encoding="utf-8") as fh:
+            fh.write(self.test + "\n")
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+
+
+def not_captured(test: str) -> Exception:
+    """The error a test listed under ``no_capture`` falls back with (its rows say why)."""
+    return RuntimeError(f"capture-abort: an earlier attempt died inside the graph capture of {test}; "
+                        "this attempt times it without capture")
+
+
 def measure_graph(call: Callable[[], Any], settings: Settings, api: GraphAPI,
                   direct: Callable[[], Result], clock: Callable[[], float] = time.perf_counter,
                   exit_fn: Optional[Callable[[str, str], Any]] = None,
-                  sleep: Callable[[float], Any] = time.sleep) -> Result:
+                  sleep: Callable[[float], Any] = time.sleep, mark: Optional[CaptureMark] = None) -> Result:
     """Time ``call`` by graph replay; on a recoverable failure, time it with ``direct()``.
 
     Returns a :class:`~opscreen.child.timing.Result` with timer ``graph``, or the
     direct result retagged ``graph-fallback:<phase>`` with the error in
     ``fallback``. A device-fatal error calls ``exit_fn(kind, message)``
-    (default: ``config.fatal_exit``, which does not return).
+    (default: ``config.fatal_exit``, which does not return). ``mark``, when given,
+    is held during each capture (a process that dies there leaves it behind).
     """
-    run = _GraphRun(call, settings, api, sleep)
+    run = _GraphRun(call, settings, api, sleep, mark)
     try:
         with api.stream():
             api.synchronize()
@@ -376,8 +408,9 @@ class _GraphRun:
     fallback), the captured graph (dropped on failure), the calls per replay and
     whether the L2 is flushed before each sample."""
 
-    def __init__(self, call: Callable[[], Any], settings: Settings, api: GraphAPI, sleep: Callable[[float], Any]):
-        self.call, self.settings, self.api, self.sleep = call, settings, api, sleep
+    def __init__(self, call: Callable[[], Any], settings: Settings, api: GraphAPI, sleep: Callable[[float], Any],
+                 mark: Optional[CaptureMark] = None):
+        self.call, self.settings, self.api, self.sleep, self.mark = call, settings, api, sleep, mark
         self.phase = "warmup"
         self.graph = None
         self.n_calls = 1
@@ -402,7 +435,7 @@ class _GraphRun:
             for _ in range(n):
                 self.call()
 
-        with self.api.rng_guard():
+        with self.api.rng_guard(), (self.mark.held() if self.mark else contextlib.nullcontext()):
             self.api.capture(self.graph, body)
 
     def size_and_capture(self, eager_ms_per_call: float) -> None:
@@ -510,7 +543,16 @@ class GraphProvider:
         self._api = api
 
     def measure(self, call: Callable[[], Any], settings: Settings, direct: Callable[[], Result]) -> Result:
-        return measure_graph(call, settings, self.api(settings), direct)
+        """Graph-time ``call``, but a test the child config lists under ``no_capture`` (its
+        capture killed an earlier attempt) goes straight to the fallback, phase ``capture``."""
+        cfg = _config.load()
+        test = current_test()
+        if test is not None and test in (cfg.get("no_capture") or ()):
+            exc = not_captured(test)
+            return direct().as_fallback("capture", _errors.Verdict(_errors.CAPTURE, "capture-abort", str(exc)), exc)
+        out_dir = cfg.get("out_dir")
+        mark = CaptureMark(os.path.join(out_dir, _config.CAPTURING_MARK), test) if out_dir else None
+        return measure_graph(call, settings, self.api(settings), direct, mark=mark)
 
 
 PROVIDER = GraphProvider()

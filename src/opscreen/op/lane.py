@@ -132,7 +132,9 @@ class LaneRunner:
             shutil.move(str(out / "run.log"), str(out / WORKER_LOG))
         if echo is not None:
             echo(f"[opscreen] {req.op}: {outcome.status} in a warm worker; running it again in a fresh process\n")
-        return run_once(req, out_dir, stop=stop, echo=echo, keep=(WORKER_LOG,), worker_attempt=attempt)
+        aborts = [dict(a, log=WORKER_LOG) if a.get("log") == "run.log" else a for a in outcome.capture_aborts or ()]
+        return run_once(req, out_dir, stop=stop, echo=echo, keep=(WORKER_LOG,), worker_attempt=attempt,
+                        capture_aborts=aborts or None, earlier_s=outcome.duration_s)
 
     def _worker_for(self, req: OpRequest, env_for: Callable[[Path], dict], shim_for) -> Worker:
         """The lane's worker for ``req``: the current one when it is alive and shares the

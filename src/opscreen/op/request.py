@@ -99,6 +99,8 @@ class OpOutcome:
     timer: str = ""
     repeats: dict | None = None  # with --repeats: how many ran and how each ended
     phases: dict | None = None  # where the child's time went (op/run.py op_phases)
+    # runs of this op that died inside a graph capture: {test, status, error, wall_s, log}
+    capture_aborts: list | None = None
 
     def as_dict(self) -> dict:
         d = {
@@ -113,6 +115,8 @@ class OpOutcome:
             d["repeats"] = self.repeats
         if self.phases is not None:
             d["phases"] = self.phases
+        if self.capture_aborts:
+            d["capture_aborts"] = self.capture_aborts
         return d
 
 

@@ -15,6 +15,7 @@ import dataclasses
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import threading
@@ -35,7 +36,7 @@ from .plan import plugin_plan, pytest_args
 from .request import op_result
 from .request import EXIT_CRASHED, EXIT_FAILED, EXIT_FATAL, EXIT_INTERRUPTED, EXIT_PASSED, EXIT_TIMEOUT, OpOutcome, OpRequest
 from .process import OutputError, run_streaming
-from .folder import clear_owned
+from .folder import ABORT_LOG, clear_owned, no_capture, take_capture_mark
 from .repeats import run_repeated
 
 # Keys the harness sets for a child; never inherited from the caller's environment.
@@ -308,7 +309,24 @@ def run_op(
     once = once or run_once
     if int(req.repeats) > 1:
         return run_repeated(req, out_dir, once, stop=stop, echo=echo)
-    return once(req, out_dir, stop=stop, echo=echo)
+    outcome = once(req, out_dir, stop=stop, echo=echo)
+    # A process that died inside a graph capture (the child's mark said which test) runs
+    # again in a fresh process that times that test without capture; once per test.
+    while outcome.capture_aborts and outcome.status not in ("passed", "interrupted") and not _stopped(stop):
+        aborts = [dict(a) for a in outcome.capture_aborts]
+        last = aborts[-1]
+        if last.get("log") != "run.log" or any(a["test"] == last["test"] for a in aborts[:-1]):
+            break
+        last["log"] = ABORT_LOG.format(n=len(aborts))
+        if (out_dir / "run.log").is_file():
+            shutil.move(str(out_dir / "run.log"), str(out_dir / last["log"]))
+        if echo is not None:
+            echo(f"[opscreen] {req.op}: {outcome.status} inside the graph capture of {last['test']}; running it again "
+                 "in a fresh process, that test without capture\n")
+        keep = tuple(a["log"] for a in aborts if a.get("log"))
+        outcome = run_once(req, out_dir, stop=stop, echo=echo, keep=keep, capture_aborts=aborts,
+                           earlier_s=outcome.duration_s)
+    return outcome
 
 
 class FreshProcess:
@@ -339,14 +357,20 @@ def run_once(
     launcher=FRESH,
     keep: tuple[str, ...] = (),
     worker_attempt: dict | None = None,
+    capture_aborts: list | None = None,
+    earlier_s: float = 0.0,
 ) -> OpOutcome:
     """One child for ``req`` writing its files into ``out_dir``: the child config, then
     run.log as the child runs, then the identity and result.json. ``launcher`` runs the
     child: a fresh process, or a warm worker (op/lane.py); ``keep`` names files of the
     op dir that this run must not clear, ``worker_attempt`` how the op ended in a worker
-    before this fresh run (recorded in ``phases``)."""
+    before this fresh run (recorded in ``phases``), ``capture_aborts`` the earlier runs of
+    the op that died inside a graph capture (recorded in ``result.json``; the child config's
+    ``no_capture`` lists every test of ``no_capture.json``), ``earlier_s`` the wall of those
+    earlier runs (the op's ``duration_s`` counts them: the op took that long)."""
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
+    take_capture_mark(out_dir, record=False)  # left by a run whose end was not seen (a killed runner)
     clear_owned(out_dir, keep=keep)
     shape_file = shape_file_for(req, out_dir)
     config_path = out_dir / "child_config.json"
@@ -354,15 +378,25 @@ def run_once(
     argv, addopts = build_argv(req, shape_file, req.planned_timer)
     config = child_config(req, out_dir, shape_file, argv, addopts)
     config["isolation"] = launcher.isolation
+    skip = no_capture(out_dir)
+    if skip:
+        config["no_capture"] = skip
     config = contracts.write(contracts.CHILD_CONFIG, config_path, config)
     env = child_env(req, config_path, shim)
     env["PYTEST_ADDOPTS"] = " ".join(filter(None, [shlex.join(addopts), os.environ.get("PYTEST_ADDOPTS", "")]))
     outcome = _run_child(req, out_dir, argv, addopts, env, stop, echo, launcher)
+    aborts = list(capture_aborts or [])
+    test = take_capture_mark(out_dir, record=outcome.status not in ("passed", "interrupted"))
+    if test is not None:
+        aborts.append({"test": test, "status": outcome.status, "error": outcome.error,
+                       "wall_s": round(outcome.duration_s, 3), "log": "run.log"})
+        outcome = dataclasses.replace(outcome, error=f"{outcome.error or outcome.status} (inside the graph capture of {test})")
     ident = finish_identity(config, outcome)
     phases = op_phases(ident, outcome, launcher.isolation, launcher.info())
     if worker_attempt:
         phases["worker_attempt"] = worker_attempt
-    outcome = dataclasses.replace(outcome, phases=phases)
+    outcome = dataclasses.replace(outcome, phases=phases, capture_aborts=aborts or None,
+                                  duration_s=outcome.duration_s + max(0.0, earlier_s))
     contracts.write(contracts.RESULT, out_dir / "result.json", op_result(req, outcome))
     return outcome
 
