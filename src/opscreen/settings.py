@@ -224,6 +224,44 @@ def _args(value: Any, name: str) -> list[str]:
 
 # -- caches: where opscreen and its children keep what outlives a process ---------------
 
+#: A warm worker's recycle bounds: knobs of the environment only (no flag), each a positive
+#: number. On an H200 (bench/results/2026-11-30-h200-workers.md) a FlagGems worker held 0.8 GiB
+#: after its first op and grew by a median 66 MiB per op (1.6 GiB after 16); an op could leave up
+#: to 1 GiB of device memory allocated (a leak the hygiene cannot free). The host bound sits above
+#: 100 ops of that growth. The canary's (a diagnostic, ``OPSCREEN_WORKER_CANARY=1``: device time
+#: per kernel of a fixed graph of tiny kernels, opscreen.child.worker.canary_us): a worker whose
+#: canary reads this fraction over its own reading after the imports is replaced. The state
+#: found on an H200 (+19 %, 0.93 -> 1.11 us a kernel: a second stream's work, then the default
+#: stream's) is now reached by every process before it measures (opscreen.child.persist.settle);
+#: settled, the canary reads within 0.3 %.
+WORKER_BOUNDS = MappingProxyType({
+    "rss_mb": ("OPSCREEN_WORKER_MAX_RSS_MB", 8192.0),  # resident memory after an op (MiB)
+    "device_mb": ("OPSCREEN_WORKER_MAX_DEVICE_MB", 2048.0),  # device memory still allocated after the hygiene (MiB)
+    "canary_tol": ("OPSCREEN_WORKER_CANARY_TOL", 0.05),  # the canary's rise over its start (a fraction)
+})
+
+
+def positive_env(name: str, default: float, environ: Mapping[str, str]) -> float:
+    """A positive number from ``environ[name]`` (unset or empty: ``default``); another value
+    is a :class:`UsageError` that names the variable and its default."""
+    text = (environ.get(name) or "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        raise UsageError(f"{name}={text!r} is not a positive number; set it to one (default {default:g}) or unset it")
+    return value
+
+
+def worker_bounds(environ: Mapping[str, str]) -> dict[str, float]:
+    """The recycle bounds (:data:`WORKER_BOUNDS`) from ``environ``: the commands read them before
+    anything is written, so a bad value is one line and nothing else."""
+    return {key: positive_env(env, default, environ) for key, (env, default) in WORKER_BOUNDS.items()}
+
+
 #: The root of opscreen's caches (the marker scan's, and the kernel caches' default).
 CACHE_DIR_ENV = "OPSCREEN_CACHE_DIR"
 #: Kernel caches every child gets: name -> the environment variable the library reads.

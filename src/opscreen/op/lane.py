@@ -14,9 +14,9 @@ and runs each op in it, with these guarantees:
   group) and the next op of the lane starts a fresh one. Later attempts of that op
   (retries, dtype fallback) run in fresh processes on every lane.
 - **Recycling.** A worker is closed after ``max_ops_per_worker`` ops, when its
-  resident memory after an op passes :data:`MAX_RSS_MB`, the device memory still
-  allocated after the hygiene passes :data:`MAX_DEVICE_MB`, or (with the diagnostic
-  canary on) its canary kernel reads more than :data:`CANARY_TOL` over its start's (all
+  resident memory after an op passes its bound, the device memory still allocated
+  after the hygiene passes its bound, or (with the diagnostic canary on) its canary
+  kernel reads more than its tolerance over its start's (:data:`opscreen.settings.WORKER_BOUNDS`; all
   overridable in the environment),
   and when an op needs a different environment or interpreter than the worker was
   started with (the key: everything but the per-op variables).
@@ -37,50 +37,19 @@ from typing import Callable
 
 from ..child.config import ENV_CONFIG, ENV_SPAWNED_AT
 from ..child.worker import ENV_DEVICE_TYPE, ENV_KEEP, ENV_PREIMPORT, ENV_SUITE_ROOT
-from ..errors import UsageError
+from ..settings import worker_bounds as settings_worker_bounds
 from .request import OpOutcome, OpRequest
 from .worker import Worker
 
 #: Variables that differ from op to op: they never force a new worker.
 PER_OP_KEYS = (ENV_CONFIG, ENV_SPAWNED_AT, "PYTEST_ADDOPTS", "PYTHONPATH")
-#: Recycle bounds (MiB), overridable (:func:`worker_bounds`). On an H200
-#: (bench/results/2026-11-30-h200-workers.md) a FlagGems worker held 0.8 GiB after its first op
-#: and grew by a median 66 MiB per op (1.6 GiB after 16); an op could leave up to 1 GiB of device
-#: memory allocated (a leak the hygiene cannot free). The host bound sits above 100 ops of that growth.
-MAX_RSS_MB = 8192.0
-MAX_DEVICE_MB = 2048.0
-#: With the worker's canary on (a diagnostic, ``OPSCREEN_WORKER_CANARY=1``: device time per kernel
-#: of a fixed graph of tiny kernels, opscreen.child.worker.canary_us), a worker whose canary reads
-#: this much over its own reading after the imports is replaced: a device state an op left that
-#: slows every kernel. The one found on an H200 (+19 %, 0.93 -> 1.11 us a kernel: a second
-#: stream's work, then the default stream's) is now reached by every process before it measures
-#: (opscreen.child.persist.settle); settled, the canary reads within 0.3 %.
-CANARY_TOL = 0.05
 WORKER_LOG = "worker.log"
 PASSED = ("passed",)
 
 
-def _env_number(name: str, default: float) -> float:
-    """A positive number from the environment variable ``name``; a bad one is a usage error."""
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0 or value == float("inf"):
-        raise UsageError(f"{name}={text!r} is not a positive number; set it to one (default {default:g}) or unset it")
-    return value
-
-
 def worker_bounds() -> dict:
-    """The recycle bounds from the environment (a bad value is a :class:`UsageError`: the
-    commands call this before anything is written): ``rss_mb`` :data:`MAX_RSS_MB`,
-    ``device_mb`` :data:`MAX_DEVICE_MB`, ``canary_tol`` :data:`CANARY_TOL` by default."""
-    return {"rss_mb": _env_number("OPSCREEN_WORKER_MAX_RSS_MB", MAX_RSS_MB),
-            "device_mb": _env_number("OPSCREEN_WORKER_MAX_DEVICE_MB", MAX_DEVICE_MB),
-            "canary_tol": _env_number("OPSCREEN_WORKER_CANARY_TOL", CANARY_TOL)}
+    """The recycle bounds from this process's environment (:func:`opscreen.settings.worker_bounds`)."""
+    return settings_worker_bounds(os.environ)
 
 
 class LaneRunner:
