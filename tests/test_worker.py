@@ -449,6 +449,10 @@ def test_a_process_that_dies_inside_a_graph_capture_runs_again_without_capturing
     assert json.loads((op_dir / "child_config.json").read_text())["no_capture"] == [test]
     assert json.loads((op_dir / "no_capture.json").read_text()) == [test]
     assert not (op_dir / ".capturing").exists()
+    summary = subprocess.run([sys.executable, "-m", "opscreen", "summary", str(out)], env=faults.env,
+                             capture_output=True, text=True, timeout=120)
+    assert "1 op ran again after a process died inside a graph capture" in summary.stdout, summary.stdout
+    assert "capture_abort" in summary.stdout.split("died inside a graph capture")[1].splitlines()[0]
     # `opscreen op` into the same dir later: the list holds, the op passes at once
     again = subprocess.run([sys.executable, "-m", "opscreen", "op", "capture_abort", "--suite", str(faults.suite),
                             "--backend", "cpu", "--out", str(op_dir), "--timeout", "60"], env=faults.env,

@@ -116,6 +116,8 @@ class OpSummary:
     phases: dict | None = None  # result.json ``phases``: where the op's (last) process spent its time
     # why the graph timer could not time some rows (op_fallbacks): side, phase, timer, kind, message, rows, host_x
     fallbacks: list[dict] = field(default_factory=list)
+    # result.json ``capture_aborts``: the tests whose graph capture killed a run of the op
+    capture_aborts: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -405,6 +407,8 @@ def _summarize_op(
         timer=timer,
         device_uuid=_s(ident.get("device_uuid")),
         phases=_phases(result.get("phases")),
+        capture_aborts=[a["test"] for a in result.get("capture_aborts") or ()
+                        if isinstance(a, dict) and isinstance(a.get("test"), str)],
     )
     if op_dir is None:
         return info, []
@@ -561,6 +565,7 @@ def time_stats(ops: list[OpSummary]) -> dict | None:
     slowest = sorted(timed, key=lambda o: (-(o.duration_s or 0.0), o.op))[:SLOWEST]
     return {"ops": len(timed), "with_phases": sum(1 for o in timed if o.phases), "wall_s": total, "phases": phases,
             "isolation": isolation_stats(timed), "timers": timer_stats(timed),
+            "capture_aborts": {o.op: o.capture_aborts for o in timed if o.capture_aborts},
             "slowest": [{"op": o.op, "wall_s": o.duration_s, "status": o.status, **(o.phases or {})} for o in slowest]}
 
 
@@ -592,6 +597,11 @@ def format_time_stats(t: dict) -> list:
         if iso.get("replaced"):
             lines.append("workers replaced by their lane: " + ", ".join(
                 f"{n} for {why}" for why, n in iso["replaced"].items()) + " (phases.worker.replaces in result.json)")
+    aborts = t.get("capture_aborts") or {}
+    if aborts:
+        lines.append(f"{len(aborts)} op{'s' if len(aborts) != 1 else ''} ran again after a process died inside a "
+                     "graph capture, those tests timed "
+                     "without capture (result.json capture_aborts): " + ", ".join(sorted(aborts)))
     lines.append("slowest ops: " + ", ".join(f"{o['op']} {o['wall_s']:.1f} s" for o in t["slowest"]))
     return lines
 
