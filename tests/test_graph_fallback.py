@@ -633,3 +633,16 @@ def test_a_test_listed_under_no_capture_is_timed_without_capture(tmp_path, monke
     # another test of the same op is still captured
     monkeypatch.setenv("PYTEST_CURRENT_TEST", "benchmark/test_x.py::test_y (call)")
     assert G.GraphProvider(api).measure(Op(api, ms=0.01), FAST, Direct()).timer == "graph"
+
+
+def test_a_capture_mark_that_cannot_be_written_does_not_cost_the_graph(tmp_path, monkeypatch):
+    import json
+
+    from opscreen.child import config as C
+
+    cfg = tmp_path / "child_config.json"
+    cfg.write_text(json.dumps({"schema": 1, "out_dir": str(tmp_path / "gone")}))  # no such folder
+    monkeypatch.setenv(C.ENV_CONFIG, str(cfg))
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "benchmark/test_x.py::test_x (call)")
+    api = FakeGraphAPI()
+    assert G.GraphProvider(api).measure(Op(api, ms=0.01), FAST, Direct()).timer == "graph"
