@@ -440,17 +440,25 @@ PY
     # done are like-for-like triples. Each mode's run dir grows chunk by chunk (a resume with
     # a longer --ops-file). A warm machine keeps $W between calls; on a fresh one, carry the
     # run dirs back as .fg/wk .fg/op .fg/wk2 (and its caches are cold again: say so).
-    seed="${SEED:-20261204}"; n_ops="${N_OPS:-40}"; chunk="${CHUNK:-5}"
-    for m in wk op wk2; do [ -d ".fg/$m" ] && [ ! -d "$W/$m" ] && cp -r ".fg/$m" "$W/$m"; done
+    # FROM=K starts at the draw's K-th op (the ones before it measured in an earlier session, whose
+    # run dirs are gone: pool their figures from its json); MODES also takes op2 (a second op run:
+    # the op-vs-op baseline on the same lease).
+    seed="${SEED:-20261204}"; n_ops="${N_OPS:-40}"; chunk="${CHUNK:-5}"; modes="${MODES:-wk op wk2}"
+    for m in $modes; do [ -d ".fg/$m" ] && [ ! -d "$W/$m" ] && cp -r ".fg/$m" "$W/$m"; done
     draw "$seed" "$n_ops"
+    tail -n "+${FROM:-1}" "$W/sample.txt" > "$W/todo.txt"; mv "$W/todo.txt" "$W/sample.txt"
+    # EXTRA="op ...": ops outside the draw, run after it (a chunk of their own when the draw left
+    # a multiple of CHUNK); keep them out of the draw's figures (worker_ab.py --only)
+    # shellcheck disable=SC2086
+    [ -n "${EXTRA:-}" ] && printf '%s\n' $EXTRA >> "$W/sample.txt"
     total=$(wc -l < "$W/sample.txt"); k=0
     while [ "$k" -lt "$total" ]; do
       k=$(( k + chunk )); head -n "$k" "$W/sample.txt" > "$W/upto.txt"
-      for m in wk op wk2; do
+      for m in $modes; do
         done_n=$(ls "$W/$m"/ops/*/.complete 2>/dev/null | wc -l)
         [ "$done_n" -ge "$(wc -l < "$W/upto.txt")" ] && continue
         [ "$(left)" -gt 30 ] || { echo "$m: stopped at chunk ending $k (time)"; break 2; }
-        case "$m" in op) iso="--isolation op" ;; *) iso="--isolation worker" ;; esac
+        case "$m" in op|op2) iso="--isolation op" ;; *) iso="--isolation worker" ;; esac
         echo "$m chunk ..$k start $(date +%H:%M:%S) host $(hostname)" >> "$W/marks.txt"
         # shellcheck disable=SC2086
         timeout -s INT "$(left)" python3 -m opscreen run --backend cuda --devices all --no-steal $iso \
@@ -458,8 +466,8 @@ PY
         echo "$m ..$k rc=$? at $SECONDS s"
       done
     done
-    for m in wk op wk2; do echo "$m: $(ls "$W/$m"/ops/*/.complete 2>/dev/null | wc -l) ops done"; done
-    for pair in "wk2 op" "wk op" "wk2 wk"; do
+    for m in $modes; do echo "$m: $(ls "$W/$m"/ops/*/.complete 2>/dev/null | wc -l) ops done"; done
+    for pair in "wk2 op" "wk op" "wk2 wk" "op2 op" "wk2 op2"; do
       set -- $pair; [ -d "$W/$1" ] && [ -d "$W/$2" ] || continue
       echo "== $1 against $2"; python3 bench/worker_ab.py "$W/$1" "$W/$2" --json "$W/${1}_vs_$2.json"
     done
