@@ -167,6 +167,23 @@ def aa(a_ops: dict, b_ops: dict, a: Path, b: Path) -> dict:
                 "max_pct": 100 * max(v)} for g, v in sorted(groups.items())}
 
 
+def per_op(a_ops: dict, b_ops: dict, a: Path, b: Path) -> dict:
+    """Per op both runs completed: its status and wall in each run, and over its resolved
+    graph rows (same device, same timers) the median and max |delta speedup|."""
+    deltas: dict[str, list[float]] = {}
+    for _, x, y in pairs(a_ops, b_ops, a, b):
+        if graph_size(x, y) and not (unresolved(x) or unresolved(y)):
+            deltas.setdefault(x.op, []).append(abs(x.speedup / y.speedup - 1))
+    out = {}
+    for op in sorted(set(a_ops) & set(b_ops)):
+        d = deltas.get(op, [])
+        out[op] = {"graph_rows": len(d), "median_pct": round(100 * statistics.median(d), 3) if d else None,
+                   "max_pct": round(100 * max(d), 2) if d else None,
+                   "wall_s": [a_ops[op].get("duration_s"), b_ops[op].get("duration_s")],
+                   "status": [a_ops[op].get("status"), b_ops[op].get("status")]}
+    return out
+
+
 def odd_one_out(runs: list[Path], threshold_pct: float = 1.0) -> dict:
     """Three runs of the same ops: on each resolved graph row where one run's speedup is more
     than ``threshold_pct`` off the median of the three, the run farthest from it."""
@@ -227,7 +244,8 @@ def main(argv=None) -> int:
     report = {"common_ops": len(common),
               "worker": speed({o: a_ops[o] for o in common}), "op": speed({o: b_ops[o] for o in common}),
               "memory": memory(a_ops), "aa": aa(a_ops, b_ops, args.worker_run, args.op_run),
-              "shifts": shifts(a_ops, b_ops, args.worker_run, args.op_run)}
+              "shifts": shifts(a_ops, b_ops, args.worker_run, args.op_run),
+              "per_op": per_op(a_ops, b_ops, args.worker_run, args.op_run)}
     if args.third:
         report["odd_one_out"] = odd_one_out([args.worker_run, args.op_run, args.third])
     w, o = report["worker"], report["op"]
