@@ -32,6 +32,7 @@ DEFAULT_CALIBER = {
     "suite_commit": "ed2508bcb5a03000e9774734201d840ba362cd11",
     "timing": {"target_rsd": 0.005, "min_samples": 10, "max_samples": 1000, "max_time_s": 2.0,
                "warmup_calls": 3, "warmup_ms": 25, "l2_flush": False},
+    "isolation": "op",
 }  # fmt: skip
 
 _UNARY = [(1073741824,), (64, 64), (4096, 4096), (64, 512, 512), (1024, 1024, 1024), (1024, 65536),

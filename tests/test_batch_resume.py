@@ -107,6 +107,22 @@ def test_resume_refuses_other_caliber_settings(faults):
     assert res.returncode == 2 and "already holds a run" in res.stderr
 
 
+def test_resume_refuses_another_isolation_and_auto_means_the_recorded_one(faults):
+    out = faults.tmp / "run"
+    res = faults.run(out, "--ops", "ok_a", "--devices", "0")  # auto: a fresh process per op
+    assert res.returncode == 0, res.stdout + res.stderr
+    ident = json.loads((out / "run_identity.json").read_text())
+    assert ident["settings"]["isolation"] == ident["caliber"]["isolation"] == "op"
+    for args, env in ((["--isolation", "worker"], {}), ([], {"OPSCREEN_ISOLATION": "worker"})):
+        res = faults.run(out, "--ops", "ok_a,ok_b", "--devices", "0", *args, env=env)
+        assert res.returncode == 2, res.stdout + res.stderr
+        assert "isolation: recorded 'op', asked 'worker'" in res.stderr
+        assert not (out / "ops" / "ok_b").exists()
+    res = faults.run(out, "--ops", "ok_a,ok_b", "--devices", "0", "--isolation", "auto")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert json.loads((out / "ops" / "ok_b" / "result.json").read_text())["phases"]["mode"] == "process"
+
+
 def test_replay_from_reruns_what_did_not_pass_with_recorded_settings(faults):
     first = faults.tmp / "first"
     res = faults.run(first, "--ops", "ok_a,broken", "--devices", "0", "--timeout", "7", "--retries", "1")

@@ -87,7 +87,8 @@ def test_same_runs_compare_equal(runs, capsys):
 
 @pytest.mark.parametrize(
     "field,value",
-    [("use_flagtune", "1"), ("timer", "direct"), ("shape_mode", "curated"), ("level", "comprehensive")],
+    [("use_flagtune", "1"), ("timer", "direct"), ("shape_mode", "curated"), ("level", "comprehensive"),
+     ("isolation", "worker")],
 )
 def test_caliber_mismatch_is_refused(runs, capsys, field, value):
     a, b = runs("a"), runs("b", caliber={field: value})
@@ -103,6 +104,29 @@ def test_caliber_mismatch_is_refused(runs, capsys, field, value):
     out = capsys.readouterr().out
     assert f"{field} {DEFAULT_CALIBER[field]} -> {value}" in out
     assert (b / "compare.csv").is_file()
+
+
+def _older_identity(run, settings_isolation):
+    """Make ``run`` look written before the caliber named its isolation (the run's settings
+    did, since warm workers exist)."""
+    path = run / "run_identity.json"
+    ident = json.loads(path.read_text())
+    del ident["caliber"]["isolation"]
+    if settings_isolation:
+        ident["settings"] = {"isolation": settings_isolation}
+    path.write_text(json.dumps(ident))
+
+
+def test_a_caliber_without_isolation_takes_the_runs_settings_else_op(runs, capsys):
+    a, b = runs("a"), runs("b")
+    _older_identity(a, "worker")
+    assert main(["compare", str(a), str(b)]) == 2
+    assert "isolation: A worker, B op" in capsys.readouterr().err
+    _older_identity(b, None)  # before warm workers: every run was a fresh process per op
+    assert main(["compare", str(b), str(runs("c"))]) == 0
+    assert "isolation op" in capsys.readouterr().out
+    # and the summary.json it wrote keeps what it filled in
+    assert json.loads((b / "summary.json").read_text())["caliber"]["isolation"] == "op"
 
 
 def test_several_mismatches_need_each_named(runs, capsys):

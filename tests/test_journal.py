@@ -211,3 +211,20 @@ def test_level2_merge_when_no_dtype_passed_appends_to_run_log(tmp_path):
     text = (tmp_path / "run.log").read_text()
     assert text.startswith("level 0 failed\n[opscreen] dtype fallback level 2: each dtype alone; passed: none; failed: float16")
     assert not (tmp_path / "record.log").exists()
+
+
+def test_the_runs_caliber_takes_its_device_from_an_op_and_keeps_what_the_run_decides(tmp_path):
+    """An op that did not pass in a warm worker ran again in a fresh process: its identity
+    says isolation op, the run's caliber keeps worker (and the run's dtypes)."""
+    from opscreen import contracts
+    from opscreen.batch.journal import identity_device_name
+
+    op_dir = tmp_path / "ops" / "a"
+    op_dir.mkdir(parents=True)
+    op_cal = {"timer": "graph", "device_name": "NVIDIA H200", "isolation": "op", "dtypes": ["float16"], "level": "core"}
+    contracts.write(contracts.RUN_IDENTITY, op_dir / "run_identity.json", {"kind": "op", "caliber": op_cal})
+    run = {"kind": "run", "caliber": {"timer": "graph", "device_name": None, "isolation": "worker", "dtypes": None}}
+    assert identity_device_name(run, [tmp_path / "ops" / "missing", op_dir], None)
+    assert run["caliber"] == {"timer": "graph", "device_name": "NVIDIA H200", "isolation": "worker", "dtypes": None,
+                              "level": "core"}
+    assert not identity_device_name(run, [op_dir], None)  # named once, kept

@@ -100,6 +100,10 @@ def test_merge_refuses_duplicates_mismatches_and_live_runs(faults, cli):
     other = _shard(faults, tmp / "s1-tuned", 1, "--use-flagtune", "1")
     line = _refused(cli, out, s0, other)
     assert "measured differently" in line and "use_flagtune '0' vs '1'" in line
+    # a shard screened in warm workers, the other in fresh processes
+    warm = _shard(faults, tmp / "s1-worker", 1, "--isolation", "worker")
+    line = _refused(cli, out, s0, warm)
+    assert "measured differently" in line and "isolation 'op' vs 'worker'" in line
 
     # a run dir a live runner holds, an op dir, an existing --out
     fd = os.open(s1 / ".lock", os.O_RDWR | os.O_CREAT)

@@ -43,8 +43,10 @@ ISOLATIONS = ("auto", "worker", "op")
 #: H200, with every process settled and the worker's canary off, a worker's first op reads
 #: like a fresh process, its later ops read kernels of 10 us and more alike (0.13 / 0.61 %) but
 #: a few ops' small kernels apart (all graph rows 0.18 / 1.44 % against a target of 0.1 / 0.5 %;
-#: bench/results/2026-12-01-h200-canary.md).
-#: ``opscreen op`` keeps it in any case, so that ``--repeats`` measures the spread between processes.
+#: bench/results/2026-12-01-h200-canary.md; 0.19-0.25 / 1.6-2.0 % on 35 more random ops,
+#: -speedpair-rest.md). ``opscreen op`` keeps it in any case, so that ``--repeats`` measures the
+#: spread between processes. A request records the mode "auto" meant (Setting.auto), and a
+#: resume that asks "auto" asks for that mode.
 AUTO_ISOLATION = MappingProxyType({RUN: "op", OP: "op"})
 SHAPE_MODES = ("upstream", "curated")
 MAX_REPEATS = 100
@@ -313,6 +315,7 @@ class Setting:
     argparse: Mapping[str, Any] | None = None  # type, choices, nargs, metavar, action ...
     group: str | None = None  # a mutually exclusive group
     negative: str | None = None  # ``--no-x`` for a boolean
+    auto: Mapping[str, Any] | None = None  # command -> what the value "auto" means (recorded resolved)
 
     def takes(self, command: str) -> bool:
         return command in self.commands
@@ -337,6 +340,10 @@ class Setting:
 
     def parse(self, value: Any) -> Any:
         return self.check(value, self.display) if self.check and value is not None else value
+
+    def resolved(self, value: Any, command: str) -> Any:
+        """``value`` with "auto" replaced by what it means for ``command`` (:attr:`auto`)."""
+        return self.auto[command] if self.auto is not None and value == "auto" else value
 
 
 def _m(**kw) -> MappingProxyType:
@@ -411,7 +418,7 @@ SETTINGS: tuple[Setting, ...] = (
         OP: "with --repeats: worker runs the repeats in one warm process, op in a fresh process each, so that "
             "their spread is the one between processes (default auto: op; $OPSCREEN_ISOLATION)"},
             default="auto", env="OPSCREEN_ISOLATION", env_commands=BOTH, check=_isolation, key="isolation",
-            empty="give worker or op", argparse=_m(choices=ISOLATIONS)),
+            empty="give worker or op", argparse=_m(choices=ISOLATIONS), caliber=True, auto=AUTO_ISOLATION),
     Setting("max_ops_per_worker", ("--max-ops-per-worker",), "ops a warm worker runs before a fresh one takes over "
             "(default {default}; $OPSCREEN_MAX_OPS_PER_WORKER)", default=100, env="OPSCREEN_MAX_OPS_PER_WORKER",
             env_commands=BOTH, check=_positive("{name} {value!r}: give a whole number of ops >= 1"),
@@ -593,7 +600,7 @@ def caliber_clashes(resolved: Resolved, recorded: Mapping[str, Any]) -> list[str
     for name in CALIBER:
         key = BY_NAME[name].key_for(resolved.command)
         if name in resolved.values and resolved.explicit(name) and key in recorded:
-            asked, had = resolved.values[name], recorded[key]
+            asked, had = BY_NAME[name].resolved(resolved.values[name], resolved.command), recorded[key]
             if _json(asked) != _json(had):
                 out.append(f"{key}: recorded {had!r}, asked {asked!r}")
     return out

@@ -427,13 +427,20 @@ def _planned_caliber(c, git: dict) -> dict:
             "vendor": c.backend.vendor,
             "suite_commit": git.get("commit"),
             "timing": timing,
+            "isolation": c.isolation,
         }
     )
 
 
+#: caliber fields the run's request decides, not its first op (identity_device_name)
+RUN_DECIDES = ("dtypes", "isolation")
+
+
 def identity_device_name(identity: dict, dirs: list[Path], dtypes: list[str] | None) -> bool:
     """Complete the run's caliber with the device name the first op measured (the
-    first of ``dirs`` whose run_identity.json names it); True when it changed."""
+    first of ``dirs`` whose run_identity.json names it); True when it changed. What the
+    run's request decides stays the run's: its dtypes (levels may differ per op) and its
+    isolation (an op that did not pass in a warm worker ran again in a fresh process)."""
     cal = identity.get("caliber") or {}
     if cal.get("device_name"):
         return False
@@ -443,8 +450,10 @@ def identity_device_name(identity: dict, dirs: list[Path], dtypes: list[str] | N
         name = ocal.get("device_name") or ident.get("device_name")
         if name:
             merged = dict(cal)
-            merged.update({k: v for k, v in ocal.items() if k != "dtypes"})
-            merged["dtypes"] = dtypes  # the run's request; levels may differ per op
+            merged.update({k: v for k, v in ocal.items() if k not in RUN_DECIDES})
+            merged["dtypes"] = dtypes
+            if cal.get("isolation"):
+                merged["isolation"] = cal["isolation"]
             merged["device_name"] = name
             identity["caliber"] = merged
             return True

@@ -133,7 +133,7 @@ TIMING_METHOD = 3
 
 def caliber(settings: dict, device_name: Any = None) -> dict:
     """The ``caliber`` block of an identity: what two runs must share to be compared
-    (timer, tuning modes, shape mode, level) and what may be their axis (backend,
+    (timer, tuning modes, shape mode, level, isolation) and what may be their axis (backend,
     device, suite commit). ``settings`` is a child config or a batch's settings;
     every identity (op, harness fallback, run) builds the block here."""
     return {
@@ -150,6 +150,8 @@ def caliber(settings: dict, device_name: Any = None) -> dict:
         "timing": settings.get("timing") or {},
         "timing_method": TIMING_METHOD if settings.get("timer") == "graph" else None,
         "repeats": int(settings.get("repeats") or 1),
+        # which process measured: a fresh one per op, or a warm worker (README "Warm workers")
+        "isolation": settings.get("isolation") or "op",
         # how the host side was kept quiet, and what a row reports of its samples (docs/timing.md)
         "cpu_pinning": settings.get("cpu_pinning") or (settings.get("cpuset") or {}).get("pinning"),
         "estimator": (settings.get("timing") or {}).get("estimator") or TIMING_DEFAULTS["estimator"],

@@ -23,7 +23,7 @@ NAME = "compare"
 HELP = "compare two runs (A = before, B = after) case by case; refuses runs measured differently"
 DESCRIPTION = (
     "Join the summaries of runs A and B (made when missing) on (op, test, dtype, shape). "
-    "First the caliber check: timer, use_flagtune, use_flagtune_cost_model, shape_mode and level "
+    "First the caliber check: " + ", ".join(MUST_MATCH[:-1]) + " and " + MUST_MATCH[-1] + " "
     "must match (exit status 2 and the list of differences otherwise, unless --allow-mismatch names "
     "each); suite_commit, device_name, backend and vendor may differ and are printed as the axis. "
     "Each row gets a verdict (faster / slower / same, noise-aware where both rows recorded their "

@@ -22,13 +22,12 @@ EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_TIMEOUT, EXIT_FATAL, EXIT_CRASHED, EX
 
 
 def validated(obj: Any, command: str) -> None:
-    """Check the declared settings of a frozen request once (settings' validators) and
-    fill in its planned timer: the per-op layer trusts them from here on."""
+    """Check the declared settings of a frozen request once (settings' validators), replace
+    an "auto" by what it means for ``command`` (``Setting.auto``: the mode recorded and run)
+    and fill in its planned timer: the per-op layer trusts them from here on."""
     for s in S.declared(command):
         if s.key_for(command) and hasattr(obj, s.name):
-            object.__setattr__(obj, s.name, s.parse(getattr(obj, s.name)))
-    if getattr(obj, "isolation", None) == "auto":
-        object.__setattr__(obj, "isolation", S.AUTO_ISOLATION[command])
+            object.__setattr__(obj, s.name, s.resolved(s.parse(getattr(obj, s.name)), command))
     object.__setattr__(obj, "planned_timer", planned_timer(obj.backend, obj.timer))
 
 

@@ -9,7 +9,9 @@ the text report.
 Caliber fields (docs/contracts.md, "Identity"):
 
 - must match (:data:`MUST_MATCH`): ``timer``, ``use_flagtune``,
-  ``use_flagtune_cost_model`` (the autotune mode), ``shape_mode``, ``level``. A
+  ``use_flagtune_cost_model`` (the autotune mode), ``shape_mode``, ``level``,
+  ``isolation`` (fresh processes or warm workers: on an H200 a worker reads small kernels
+  further from a fresh process than two workers read from each other). A
   difference refuses the comparison unless each differing field is named in
   ``allow`` (``--allow-mismatch``); an allowed difference becomes part of the axis.
 - may differ (:data:`AXIS_FIELDS`): ``suite_commit``, ``device_name``, ``backend``,
@@ -78,7 +80,7 @@ __all__ = [
     "parse_allow",
 ]
 
-MUST_MATCH = ("timer", "use_flagtune", "use_flagtune_cost_model", "shape_mode", "level")
+MUST_MATCH = ("timer", "use_flagtune", "use_flagtune_cost_model", "shape_mode", "level", "isolation")
 AXIS_FIELDS = ("suite_commit", "device_name", "backend", "vendor")
 INFO_FIELDS = ("dtypes", "timing", "repeats")
 DEFAULT_K = NOISE_K

@@ -633,7 +633,7 @@ def build_summary(path: str | Path) -> Summary:
         ops.append(info)
         rows.extend(r)
     identity = run_identity or first_op_identity
-    caliber = dict(identity.get("caliber") or {})
+    caliber = caliber_of(identity)
     if caliber and not caliber.get("device_name"):
         for o in ops:
             if o.device_name:
@@ -686,11 +686,22 @@ def load_summary(path: str | Path) -> Summary:
         kind=obj.get("summary_of", "run"),
         name=obj.get("name", p.parent.name),
         identity=obj.get("identity") or {},
-        caliber=obj.get("caliber") or {},
+        caliber=caliber_of(obj.get("identity") or {}, obj.get("caliber")),
         ops=ops,
         rows=rows,
         path=p.parent,
     )
+
+
+def caliber_of(identity: dict, caliber: dict | None = None) -> dict:
+    """The caliber block of a run or op (``caliber``, else its identity's), with its
+    ``isolation`` filled in where an identity written before the block held it does not say
+    it: the mode its settings asked (a run), the mode its op ran in (an op dir), else ``op``
+    (the only mode before warm workers)."""
+    cal = dict(caliber if caliber is not None else identity.get("caliber") or {})
+    if cal and not cal.get("isolation"):
+        cal["isolation"] = (identity.get("settings") or {}).get("isolation") or identity.get("isolation") or "op"
+    return cal
 
 
 def summary_is_stale(d: Path) -> bool:
