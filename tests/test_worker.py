@@ -94,6 +94,10 @@ def test_faults_in_the_middle_of_a_workers_queue(faults):
     summary = subprocess.run([sys.executable, "-m", "opscreen", "summary", str(out)], env=faults.env,
                              capture_output=True, text=True, timeout=120)
     assert "4 ops ran in 4 warm workers" in summary.stdout, summary.stdout
+    # the run's caliber is its request (worker), though three of its ops' numbers came from fresh processes
+    assert summary.stdout.splitlines()[0].endswith(", isolation worker)"), summary.stdout
+    assert json.loads((out / "run_identity.json").read_text())["caliber"]["isolation"] == "worker"
+    assert json.loads((out / "ops" / "hang" / "run_identity.json").read_text())["caliber"]["isolation"] == "op"
     assert "3 ran again fresh after they did not pass in a worker" in summary.stdout
     assert "workers replaced by their lane: 3 for op_failed" in summary.stdout, summary.stdout
     faults.assert_no_leftovers()

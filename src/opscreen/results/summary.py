@@ -758,7 +758,7 @@ def format_summary(s: Summary) -> str:
     cal = s.caliber or {}
     ident = s.identity or {}
     parts = []
-    for k in ("backend", "device_name", "timer", "level", "shape_mode", "use_flagtune"):
+    for k in ("backend", "device_name", "timer", "level", "shape_mode", "use_flagtune", "isolation"):
         v = cal.get(k) if cal.get(k) is not None else ident.get(k)
         if v is not None and v != "":
             parts.append(f"{k} {v}")
