@@ -452,8 +452,6 @@ def identity_device_name(identity: dict, dirs: list[Path], dtypes: list[str] | N
             merged = dict(cal)
             merged.update({k: v for k, v in ocal.items() if k not in RUN_DECIDES})
             merged["dtypes"] = dtypes
-            if cal.get("isolation"):
-                merged["isolation"] = cal["isolation"]
             merged["device_name"] = name
             identity["caliber"] = merged
             return True
