@@ -149,7 +149,13 @@ torch.set_grad_enabled(False)
 torch.manual_seed(1234)
 logging.getLogger("some.suite").addHandler(logging.NullHandler())
 sys.path.append("/left/behind")
+import gc, weakref
+class Cycle:
+    pass
+loop = Cycle(); loop.me = loop; dead = weakref.ref(loop)  # the op's garbage cycle, frozen with its collection
+gc.freeze(); del loop  # (timing.freeze_heap), and no thaw: a session that never got to its end
 report = worker.hygiene(base)
+frozen_after = gc.get_freeze_count()
 after = {"dtype": str(torch.get_default_dtype()), "grad": torch.is_grad_enabled(), "draw": torch.rand(3).tolist()}
 import opscreen.child
 print(json.dumps({"fresh": fresh, "after": after, "report": report,
@@ -160,7 +166,8 @@ print(json.dumps({"fresh": fresh, "after": after, "report": report,
                   "stream_kept": persist.side_stream("cuda", 0, None) is side,
                   "estimator_dropped": "opscreen.child.estimator" not in sys.modules,
                   "estimator_unbound": getattr(opscreen.child, "estimator", None) is not estimator,
-                  "next_op_timer_time": __import__("opscreen.child.timed_value").child.timed_value.timer_time()}))
+                  "next_op_timer_time": __import__("opscreen.child.timed_value").child.timed_value.timer_time(),
+                  "cycle_collected": dead() is None, "frozen_after": frozen_after}))
 """
 
 
@@ -182,6 +189,9 @@ def test_hygiene_restores_torch_state_logging_and_path():
     assert got["settles_again"] and got["stream_kept"]
     assert got["estimator_dropped"] and got["estimator_unbound"]
     assert got["next_op_timer_time"] == {}  # the next op's phases.timer starts from nothing
+    # the op's garbage is collected even where its session froze it and never thawed it, and
+    # the heap the next op starts from is frozen (its collection then scans only what it made)
+    assert got["cycle_collected"] and got["frozen_after"] > 1000
 
 
 def test_op_repeats_share_one_worker_when_asked(faults):
