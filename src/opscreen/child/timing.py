@@ -817,17 +817,17 @@ def freeze_heap() -> None:
     (``gc.freeze``): a suite that calls ``gc.collect()`` after every case (FlagGems' does)
     then scans only what the op made since, not the hundreds of thousands of objects
     its imports left (80 ms a collection with torch alone, ~0.2 s with a library and
-    Triton: seconds an op). What the op makes is collected as before; an object that
-    was alive at the freeze and ends up in a garbage cycle waits for the end of the
-    session, when :func:`thaw_heap` hands the frozen objects back (a warm worker's
-    hygiene then collects them with the op's modules). Not measurement: the collector
-    is off while a call is timed (:func:`gc_paused`)."""
+    Triton: seconds an op). What the op makes is collected as before. The heap stays
+    frozen to the end of the process, or, in a warm worker, to its hygiene, which thaws it
+    and collects it in full (``opscreen.child.worker.hygiene``) with the op's modules: an
+    object that was alive at the freeze and ends up in a garbage cycle waits until then.
+    So pytest's own full collections when the session ends (two in pytest 9: its
+    unraisable-exception check) scan only what the op made as well; a finalizer of such a
+    frozen cycle that raises is then reported by the worker's stderr, not as pytest's
+    warning. Not measurement: the collector is off while a call is timed
+    (:func:`gc_paused`)."""
     gc.collect()
     gc.freeze()
-
-
-def thaw_heap() -> None:
-    gc.unfreeze()
 
 
 STATE = TimingState()
@@ -868,4 +868,3 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
 def pytest_unconfigure(config):
     STATE.uninstall()
-    thaw_heap()

@@ -28,18 +28,19 @@ package's attributes: a dropped module that something still holds keeps its glob
 and with them the op's last timed callable and its inputs, alive), makes the finished
 session's assertion-rewriting hook let go of its session (a pytest plugin first
 imported inside it keeps the hook as its loader), and collects garbage (the timing
-plugin froze what was alive after collection, and thawed it when the session ended:
-``opscreen.child.timing.freeze_heap``), and lets the next op settle the device again at
+plugin froze what was alive after collection, and left it frozen:
+``opscreen.child.timing.freeze_heap``; the hygiene thaws it first), and lets the next op settle the device again at
 its first measurement (:func:`opscreen.child.persist.unsettle`). It then reports its
 memory so that the harness can recycle it.
 
-The heap an op starts from (the imports, then whatever the hygiene left alive) is frozen
-(:func:`freeze_base`): the timing plugin's own collection when the op's tests are
-collected then scans only what the op's session made, as in a fresh process, instead of
-the imports' hundreds of thousands of objects again (a full collection: 0.1 s with torch
-and pytest, about twice that with a library and Triton, once an op). Either way,
-everything alive once the op is collected is frozen while it is measured; the hygiene
-thaws it all and collects it in full, so nothing an op made outlives it unseen.
+The heap an op starts from is not frozen before it: that would spare the timing plugin's
+collection of the op's tests a full scan of the imports (0.1 s with torch and pytest),
+but an object of the finished op that something outside the collector's sight still
+holds at the hygiene (the fault suite's ``leak`` ops find one: a test module of the op
+before, let go only once the next session starts) would then stay frozen, alive, through
+the next op. The heap an op's session froze stays frozen until the hygiene, which thaws
+it all before it collects, so pytest's own collections when the session ends scan only
+what the op made.
 
 The canary (:func:`canary_us`: a fixed graph of tiny kernels, read after the imports and
 after each op) is a diagnostic, off unless ``OPSCREEN_WORKER_CANARY=1``: its own
@@ -182,18 +183,11 @@ def _unbind(name: str, mod) -> None:
             pass
 
 
-def freeze_base() -> None:
-    """Collect, then freeze what is alive (``gc.freeze``): the heap the next op starts
-    from, out of the collector's sight until the hygiene after it (module docstring)."""
-    gc.collect()
-    gc.freeze()
-
-
 def hygiene(base: Baseline) -> dict:
     """Make the next op see what a fresh process would (module docstring); return the
     worker's memory after it."""
     t0 = time.monotonic()
-    gc.unfreeze()  # the timing plugin thaws at the session's end; a session that never got there did not
+    gc.unfreeze()  # what the op's session froze (timing.freeze_heap): collected below with the rest
     for name, lg in _loggers():
         for h in [h for h in lg.handlers if h not in base.handlers.get(name, ())]:
             lg.removeHandler(h)
@@ -224,10 +218,8 @@ def hygiene(base: Baseline) -> dict:
             np.random.seed()
         except Exception:
             pass
-    if base.torch:  # _reset_torch collected already
-        gc.freeze()
-    else:
-        freeze_base()
+    if not base.torch:  # _reset_torch collected already
+        gc.collect()
     return {"hygiene_s": round(time.monotonic() - t0, 3), "rss_mb": rss_mb(), **memory}
 
 
@@ -398,7 +390,6 @@ def main() -> None:
     base = Baseline(os.environ.get(ENV_SUITE_ROOT, ""), [n for n in os.environ.get(ENV_KEEP, "").split(",") if n],
                     os.environ.get(ENV_DEVICE_TYPE, "cpu"))
     canary_on = canary_enabled(os.environ)
-    freeze_base()
 
     def canary() -> float | None:
         return canary_us(base.device_type) if canary_on else None
