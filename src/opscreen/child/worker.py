@@ -33,14 +33,18 @@ plugin froze what was alive after collection, and left it frozen:
 its first measurement (:func:`opscreen.child.persist.unsettle`). It then reports its
 memory so that the harness can recycle it.
 
-The heap an op starts from is not frozen before it: that would spare the timing plugin's
-collection of the op's tests a full scan of the imports (0.1 s with torch and pytest),
-but an object of the finished op that something outside the collector's sight still
-holds at the hygiene (the fault suite's ``leak`` ops find one: a test module of the op
-before, let go only once the next session starts) would then stay frozen, alive, through
-the next op. The heap an op's session froze stays frozen until the hygiene, which thaws
-it all before it collects, so pytest's own collections when the session ends scan only
-what the op made.
+The heap an op starts from (the imports, then what the hygiene left alive) is frozen
+(:func:`freeze_base`): the timing plugin's collection once the op's tests are collected
+then scans only what the op's session made, as in a fresh process, not the imports'
+hundreds of thousands of objects again (a full collection: 0.1 s with torch and pytest,
+about twice that with a library and Triton, once an op). Everything alive once the op is
+collected stays frozen while it is measured and until its session has ended; the hygiene
+thaws it all and collects it in full. What the hygiene then freezes must be only what a
+fresh process would hold: nothing of the op may still be referenced at its collection,
+not even by a local variable of the hygiene (the last module of its loop over
+``sys.modules`` was the op's test module, kept alive, frozen, through the next op, until
+the fault suite's ``leak`` ops caught it), so each step that touches the op's objects is
+a function of its own.
 
 The canary (:func:`canary_us`: a fixed graph of tiny kernels, read after the imports and
 after each op) is a diagnostic, off unless ``OPSCREEN_WORKER_CANARY=1``: its own
@@ -183,11 +187,18 @@ def _unbind(name: str, mod) -> None:
             pass
 
 
-def hygiene(base: Baseline) -> dict:
-    """Make the next op see what a fresh process would (module docstring); return the
-    worker's memory after it."""
-    t0 = time.monotonic()
-    gc.unfreeze()  # what the op's session froze (timing.freeze_heap): collected below with the rest
+def freeze_base() -> None:
+    """Collect, then freeze what is alive (``gc.freeze``): the heap the next op starts
+    from, out of the collector's sight until the hygiene after it (module docstring)."""
+    gc.collect()
+    gc.freeze()
+
+
+def _drop_what_the_op_added(base: Baseline) -> None:
+    """The op's logging handlers, suite modules, ``sys.path`` entries and signal handlers.
+    A function of its own: its loop variables (the last module, the last handler) die
+    with it, before the hygiene collects; a local of the hygiene's frame would keep the
+    op's test module, and what its globals hold, alive past the collection."""
     for name, lg in _loggers():
         for h in [h for h in lg.handlers if h not in base.handlers.get(name, ())]:
             lg.removeHandler(h)
@@ -206,6 +217,14 @@ def hygiene(base: Baseline) -> dict:
                 signal.signal(sig, handler)
             except (ValueError, OSError, TypeError):
                 pass
+
+
+def hygiene(base: Baseline) -> dict:
+    """Make the next op see what a fresh process would (module docstring); return the
+    worker's memory after it."""
+    t0 = time.monotonic()
+    gc.unfreeze()  # what the op's session froze (timing.freeze_heap) and the heap it started from
+    _drop_what_the_op_added(base)
     _release_rewrite_hooks()
     from opscreen.child import persist
 
@@ -218,8 +237,10 @@ def hygiene(base: Baseline) -> dict:
             np.random.seed()
         except Exception:
             pass
-    if not base.torch:  # _reset_torch collected already
-        gc.collect()
+    if base.torch:  # _reset_torch collected already
+        gc.freeze()
+    else:
+        freeze_base()
     return {"hygiene_s": round(time.monotonic() - t0, 3), "rss_mb": rss_mb(), **memory}
 
 
@@ -390,6 +411,7 @@ def main() -> None:
     base = Baseline(os.environ.get(ENV_SUITE_ROOT, ""), [n for n in os.environ.get(ENV_KEEP, "").split(",") if n],
                     os.environ.get(ENV_DEVICE_TYPE, "cpu"))
     canary_on = canary_enabled(os.environ)
+    freeze_base()
 
     def canary() -> float | None:
         return canary_us(base.device_type) if canary_on else None
