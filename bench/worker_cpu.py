@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -49,6 +50,9 @@ def main(argv=None) -> int:
     w, o = min(walls["worker"]), min(walls["op"])
     print(f"sample suite, cpu, devices 0,1, {os.cpu_count()} cores: worker {w:.1f} s, op {o:.1f} s wall "
           f"(best of {args.rounds}): op / worker = {o / w:.2f}x")
+    if args.rounds > 1:  # a round's two runs are back to back: their ratio drifts less with the host than best-of-each
+        paired = [op / wk for wk, op in zip(walls["worker"], walls["op"])]
+        print("per round: " + ", ".join(f"{r:.2f}x" for r in paired) + f"; median {statistics.median(paired):.2f}x")
     subprocess.run([sys.executable, str(ROOT / "bench" / "worker_ab.py"), str(base / "worker-0"), str(base / "op-0")])
     if not args.keep:
         shutil.rmtree(base, ignore_errors=True)
