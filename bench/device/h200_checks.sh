@@ -442,7 +442,8 @@ PY
     # run dirs back as .fg/wk .fg/op .fg/wk2 (and its caches are cold again: say so).
     # FROM=K starts at the draw's K-th op (the ones before it measured in an earlier session, whose
     # run dirs are gone: pool their figures from its json); MODES also takes op2 (a second op run:
-    # the op-vs-op baseline on the same lease).
+    # the op-vs-op baseline on the same lease); modes named with "at" run with TRITON_CACHE_AUTOTUNING=1
+    # (e.g. MODES="wk op op2 opat opat2 wkat": the autotuning cache's A/A beside the plain one).
     seed="${SEED:-20261204}"; n_ops="${N_OPS:-40}"; chunk="${CHUNK:-5}"; modes="${MODES:-wk op wk2}"
     for m in $modes; do [ -d ".fg/$m" ] && [ ! -d "$W/$m" ] && cp -r ".fg/$m" "$W/$m"; done
     draw "$seed" "$n_ops"
@@ -458,16 +459,19 @@ PY
         done_n=$(ls "$W/$m"/ops/*/.complete 2>/dev/null | wc -l)
         [ "$done_n" -ge "$(wc -l < "$W/upto.txt")" ] && continue
         [ "$(left)" -gt 30 ] || { echo "$m: stopped at chunk ending $k (time)"; break 2; }
-        case "$m" in op|op2) iso="--isolation op" ;; *) iso="--isolation worker" ;; esac
-        echo "$m chunk ..$k start $(date +%H:%M:%S) host $(hostname)" >> "$W/marks.txt"
+        case "$m" in op*) iso="--isolation op" ;; *) iso="--isolation worker" ;; esac
+        # a mode named with "at" (opat, opat2, wkat) runs with Triton's autotuning cache on: the
+        # first such run stores each plain triton.autotune's winners, the later ones reuse them
+        case "$m" in *at*) at=(TRITON_CACHE_AUTOTUNING=1) ;; *) at=(-u TRITON_CACHE_AUTOTUNING) ;; esac
+        echo "$m chunk ..$k start $(date +%H:%M:%S) host $(hostname) ${at[*]}" >> "$W/marks.txt"
         # shellcheck disable=SC2086
-        timeout -s INT "$(left)" python3 -m opscreen run --backend cuda --devices all --no-steal $iso \
+        env "${at[@]}" timeout -s INT "$(left)" python3 -m opscreen run --backend cuda --devices all --no-steal $iso \
             --ops-file "$W/upto.txt" --timeout 300 --out "$W/$m" --plain >> "$W/$m.console" 2>&1
         echo "$m ..$k rc=$? at $SECONDS s"
       done
     done
     for m in $modes; do echo "$m: $(ls "$W/$m"/ops/*/.complete 2>/dev/null | wc -l) ops done"; done
-    for pair in "wk2 op" "wk op" "wk2 wk" "op2 op" "wk2 op2"; do
+    for pair in "wk2 op" "wk op" "wk2 wk" "op2 op" "wk2 op2" "opat2 opat" "wkat opat" "opat op"; do
       set -- $pair; [ -d "$W/$1" ] && [ -d "$W/$2" ] || continue
       echo "== $1 against $2"; python3 bench/worker_ab.py "$W/$1" "$W/$2" --json "$W/${1}_vs_$2.json"
     done
