@@ -29,9 +29,10 @@ and with them the op's last timed callable and its inputs, alive), makes the fin
 session's assertion-rewriting hook let go of its session (a pytest plugin first
 imported inside it keeps the hook as its loader), and collects garbage (the timing
 plugin froze what was alive after collection, and left it frozen:
-``opscreen.child.timing.freeze_heap``; the hygiene thaws it first), and lets the next op settle the device again at
-its first measurement (:func:`opscreen.child.persist.unsettle`). It then reports its
-memory so that the harness can recycle it.
+``opscreen.child.timing.freeze_heap``; the hygiene thaws it first), and lets the next
+op settle the device again at its first measurement
+(:func:`opscreen.child.persist.unsettle`). It then reports its memory so that the
+harness can recycle it.
 
 The heap an op starts from (the imports, then what the hygiene left alive) is frozen
 (:func:`freeze_base`): the timing plugin's collection once the op's tests are collected
@@ -237,10 +238,9 @@ def hygiene(base: Baseline) -> dict:
             np.random.seed()
         except Exception:
             pass
-    if base.torch:  # _reset_torch collected already
-        gc.freeze()
-    else:
-        freeze_base()
+    if not base.torch:  # _reset_torch collected already
+        gc.collect()
+    gc.freeze()  # the heap the next op starts from (module docstring)
     return {"hygiene_s": round(time.monotonic() - t0, 3), "rss_mb": rss_mb(), **memory}
 
 
