@@ -12,7 +12,7 @@ inputs is an error: the pool is one sample. Prints, per mode, the op walls' medi
 p90 and sum, the ratio of the sums, the median of the per-op ratios, and the full corpus's
 GPU-hours from each mode's mean op wall; with ``--leave-out``, the same without those ops.
 
-Standard library only.
+Its p90 is bench/worker_ab.py's (``pct``), so that a pool reads like one pair.
 """
 
 from __future__ import annotations
@@ -23,10 +23,8 @@ import statistics
 import sys
 from pathlib import Path
 
-
-def pct(values: list[float], q: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from worker_ab import pct  # noqa: E402
 
 
 def per_op(spec: str) -> dict[str, dict]:
