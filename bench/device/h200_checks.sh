@@ -471,7 +471,7 @@ PY
       done
     done
     for m in $modes; do echo "$m: $(ls "$W/$m"/ops/*/.complete 2>/dev/null | wc -l) ops done"; done
-    for pair in "wk2 op" "wk op" "wk2 wk" "op2 op" "wk2 op2" "opat2 opat" "wkat opat" "opat op"; do
+    for pair in "wk2 op" "wk op" "wk2 wk" "op2 op" "wk2 op2" "opat2 opat" "wkat opat" "wkat opat2" "op opat2" "opat op"; do
       set -- $pair; [ -d "$W/$1" ] && [ -d "$W/$2" ] || continue
       echo "== $1 against $2"; python3 bench/worker_ab.py "$W/$1" "$W/$2" --json "$W/${1}_vs_$2.json"
     done
