@@ -23,6 +23,7 @@ DEFAULT_CALIBER = {
     "timer": "graph",
     "use_flagtune": "0",
     "use_flagtune_cost_model": "0",
+    "triton_cache_autotuning": "0",
     "shape_mode": "upstream",
     "level": "core",
     "dtypes": None,

@@ -129,6 +129,35 @@ def test_a_caliber_without_isolation_takes_the_runs_settings_else_op(runs, capsy
     assert json.loads((b / "summary.json").read_text())["caliber"]["isolation"] == "op"
 
 
+def test_triton_cache_autotuning_must_match_unless_a_run_did_not_record_it(runs, capsys):
+    a, b = runs("a"), runs("b", caliber={"triton_cache_autotuning": "1"})
+    assert main(["compare", str(a), str(b)]) == 2
+    assert "triton_cache_autotuning: A 0, B 1" in capsys.readouterr().err
+    assert main(["compare", str(a), str(b), "--allow-mismatch", "triton_cache_autotuning"]) == 0
+    assert "triton_cache_autotuning 0 -> 1" in capsys.readouterr().out
+    # a run of an opscreen that did not record it: what it ran with is unknown, so it is
+    # reported, not refused
+    path = a / "run_identity.json"
+    ident = json.loads(path.read_text())
+    del ident["caliber"]["triton_cache_autotuning"]
+    path.write_text(json.dumps(ident))
+    assert main(["compare", str(a), str(b), "--rebuild"]) == 0
+    assert "also differs: triton_cache_autotuning: A (unknown), B 1" in capsys.readouterr().out
+
+
+def test_an_op_identity_without_the_field_takes_what_its_child_found_at_start():
+    from opscreen.results.summary import caliber_of
+
+    cal = {k: v for k, v in DEFAULT_CALIBER.items() if k != "triton_cache_autotuning"}
+    on = caliber_of({"caliber": cal, "tuning_caches_at_start": {"triton_cache_autotuning": True}})
+    assert on["triton_cache_autotuning"] == "1"
+    assert caliber_of({"caliber": cal, "tuning_caches_at_start": {"triton_cache_autotuning": False}})[
+        "triton_cache_autotuning"] == "0"
+    assert "triton_cache_autotuning" not in caliber_of({"caliber": cal})  # a run identity of that time
+    assert caliber_of({"caliber": {**cal, "triton_cache_autotuning": "0"},
+                       "tuning_caches_at_start": {"triton_cache_autotuning": True}})["triton_cache_autotuning"] == "0"
+
+
 def test_several_mismatches_need_each_named(runs, capsys):
     a, b = runs("a"), runs("b", caliber={"use_flagtune": "1", "timer": "direct"})
     assert main(["compare", str(a), str(b), "--allow-mismatch", "timer"]) == 2

@@ -159,6 +159,20 @@ def validate_flag01(value: Any, name: str) -> str:
     return v
 
 
+#: The spellings Triton's ``env_bool`` knobs take (``triton.knobs``), as 1 or 0.
+ENV_BOOL = {"1": "1", "true": "1", "yes": "1", "on": "1", "y": "1", "0": "0", "false": "0", "no": "0", "off": "0",
+            "n": "0", "": "0"}
+
+
+def validate_env_bool(value: Any, name: str) -> str:
+    """A boolean environment knob of the suite's stack as 0 or 1 (Triton reads ``true``,
+    ``yes``, ``on`` as set too)."""
+    v = ENV_BOOL.get(str(value).strip().lower())
+    if v is None:
+        raise UsageError(f"{name} must be 0 or 1, not {value!r}")
+    return v
+
+
 def check_timer(value: Any, name: str = "--timer") -> str:
     if value not in TIMERS:
         raise UsageError(f"unknown timer '{value}'; use one of {', '.join(TIMERS)}")
@@ -401,6 +415,11 @@ SETTINGS: tuple[Setting, ...] = (
             "USE_FLAGTUNE_COST_MODEL for the child (default $USE_FLAGTUNE_COST_MODEL, else 0)", default="0",
             env="USE_FLAGTUNE_COST_MODEL", env_commands=BOTH, check=validate_flag01, label="USE_FLAGTUNE_COST_MODEL",
             caliber=True, key="use_flagtune_cost_model", argparse=_m(choices=("0", "1"))),
+    Setting("triton_cache_autotuning", ("--triton-cache-autotuning",), "TRITON_CACHE_AUTOTUNING for the child: 1 "
+            "stores the winners of every plain @triton.autotune in the Triton cache and reuses them in later "
+            "processes (default $TRITON_CACHE_AUTOTUNING, else 0; docs/timing.md)", default="0",
+            env="TRITON_CACHE_AUTOTUNING", env_commands=BOTH, check=validate_env_bool, label="TRITON_CACHE_AUTOTUNING",
+            caliber=True, key="triton_cache_autotuning", argparse=_m(choices=("0", "1"))),
     Setting("timeout", ("--timeout",), "seconds per op process before its process group is killed (default {default:g})",
             default=1800.0, check=check_timeout, key="timeout", argparse=_m(type=float)),
     Setting("grace", ("--grace",), "seconds between SIGTERM and SIGKILL of a child group (default {default:g})", default=10.0,

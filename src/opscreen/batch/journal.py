@@ -420,6 +420,7 @@ def _planned_caliber(c, git: dict) -> dict:
             "timer": c.planned_timer,
             "use_flagtune": c.use_flagtune,
             "use_flagtune_cost_model": c.use_flagtune_cost_model,
+            "triton_cache_autotuning": c.triton_cache_autotuning,
             "shape_mode": c.shape_mode,
             "level": c.level,
             "dtypes": c.dtypes,

@@ -140,6 +140,8 @@ def caliber(settings: dict, device_name: Any = None) -> dict:
         "timer": settings.get("timer"),
         "use_flagtune": settings.get("use_flagtune"),
         "use_flagtune_cost_model": settings.get("use_flagtune_cost_model"),
+        # whether plain @triton.autotune winners were reused from earlier processes (docs/timing.md)
+        "triton_cache_autotuning": settings.get("triton_cache_autotuning") or "0",
         "shape_mode": settings.get("shape_mode"),
         "level": settings.get("level"),
         "dtypes": settings.get("dtypes"),

@@ -2,7 +2,8 @@
 
 Flags win over the environment knobs of the old per-op shell driver, which keep
 working when no flag is given: OP, OP_FILE, TEST_NODE, DTYPES, USE_FLAGTUNE,
-USE_FLAGTUNE_COST_MODEL, SHAPE_MODE, ZL_BACKEND, FLAGGEMS_ROOT and REPLAY_FROM.
+USE_FLAGTUNE_COST_MODEL, TRITON_CACHE_AUTOTUNING, SHAPE_MODE, ZL_BACKEND, FLAGGEMS_ROOT and
+REPLAY_FROM.
 """
 
 from __future__ import annotations

@@ -117,7 +117,7 @@ def child_env(req: OpRequest, config_path: Path, shim: Path) -> dict[str, str]:
     for key in VENDOR_KEYS:
         env.pop(key, None)
     env["GEMS_VENDOR"] = req.backend.vendor
-    for name in ("use_flagtune", "use_flagtune_cost_model"):  # set explicitly, never inherited
+    for name in ("use_flagtune", "use_flagtune_cost_model", "triton_cache_autotuning"):  # set, never inherited
         env[SETTINGS[name].env] = getattr(req, name)
     env[ENV_CONFIG] = str(config_path)
     env["PYTHONUNBUFFERED"] = "1"
@@ -456,6 +456,7 @@ def child_config(req: OpRequest, out_dir: Path, shape_file: Path | None, argv: l
         "shape_file": str(shape_file) if shape_file else None,
         "use_flagtune": req.use_flagtune,
         "use_flagtune_cost_model": req.use_flagtune_cost_model,
+        "triton_cache_autotuning": req.triton_cache_autotuning,
         "out_dir": str(out_dir),
         "identity_path": str(out_dir / "run_identity.json"),
         "record_log_path": str(out_dir / "record.log"),

@@ -9,7 +9,10 @@ the text report.
 Caliber fields (docs/contracts.md, "Identity"):
 
 - must match (:data:`MUST_MATCH`): ``timer``, ``use_flagtune``,
-  ``use_flagtune_cost_model`` (the autotune mode), ``shape_mode``, ``level``,
+  ``use_flagtune_cost_model`` (the autotune mode), ``triton_cache_autotuning``
+  (plain ``@triton.autotune`` winners reused from earlier processes, or benchmarked
+  again in each; a run of an opscreen that did not record it is not refused for it,
+  :data:`RECORDED_LATER`), ``shape_mode``, ``level``,
   ``isolation`` (fresh processes or warm workers: on an H200 a worker reads small kernels
   further from a fresh process than two workers read from each other). A
   difference refuses the comparison unless each differing field is named in
@@ -80,7 +83,11 @@ __all__ = [
     "parse_allow",
 ]
 
-MUST_MATCH = ("timer", "use_flagtune", "use_flagtune_cost_model", "shape_mode", "level", "isolation")
+MUST_MATCH = ("timer", "use_flagtune", "use_flagtune_cost_model", "triton_cache_autotuning", "shape_mode", "level",
+              "isolation")
+#: Must-match fields an older opscreen did not record: a run without one is not refused
+#: for it (what it ran with is unknown); the report says so under "also differs".
+RECORDED_LATER = ("triton_cache_autotuning",)
 AXIS_FIELDS = ("suite_commit", "device_name", "backend", "vendor")
 INFO_FIELDS = ("dtypes", "timing", "repeats")
 DEFAULT_K = NOISE_K
@@ -184,6 +191,9 @@ def check_caliber(a: dict | None, b: dict | None, allow: Iterable[str] = ()) -> 
         chk.unknown.append("B")
     for f in MUST_MATCH:
         va, vb = _norm(a.get(f)), _norm(b.get(f))
+        if f in RECORDED_LATER and (a and f not in a or b and f not in b) and va != vb:
+            chk.info.append((f, a.get(f), b.get(f)))
+            continue
         if va == vb:
             chk.same[f] = va
         elif f in allow:

@@ -236,6 +236,7 @@ def _identity_section(s: Summary) -> str:
         ("timer", cal.get("timer")),
         ("use_flagtune", cal.get("use_flagtune")),
         ("use_flagtune_cost_model", cal.get("use_flagtune_cost_model")),
+        ("triton_cache_autotuning", cal.get("triton_cache_autotuning")),
         ("shape mode", cal.get("shape_mode")),
         ("level", cal.get("level")),
         ("dtypes", _show(cal.get("dtypes")) if cal.get("dtypes") else "(the suite's own)"),
