@@ -27,7 +27,8 @@
 #   bash bench/device/h200_checks.sh wkcause     # issue 16: op, worker, worker resting between ops, op again; GPU clocks logged
 #                                                # MODES also: wk1 (a worker per op: --max-ops-per-worker 1),
 #                                                # wkc, wk1c (wk, wk1 with the diagnostic canary: OPSCREEN_WORKER_CANARY=1),
-#                                                # ophold, opchurn (op after HOLD_MB held / freed: bench/device/hold_plugin.py)
+#                                                # ophold, opchurn (op after HOLD_MB held / freed: bench/device/hold_plugin.py),
+#                                                # opholdMB (e.g. ophold256 ophold4096: MB MiB held; several placements)
 # sample, workers, wkcause: EXCLUDE="op ..." leaves ops of the draw out (say why in the results)
 #
 # The FlagGems copy is an archive of ed2508b (not a checkout): OPSCREEN_SUITE_COMMIT declares it.
@@ -402,7 +403,9 @@ PY
       rest=0; [ "$m" = wkrest ] && rest="${REST_S:-8}"
       canary=0; case "$m" in wkc|wk1c) canary=1 ;; esac
       # ophold, opchurn: fresh processes given a device memory history first (bench/device/hold_plugin.py)
-      hold=""; addopts=""; case "$m" in ophold) hold="hold:${HOLD_MB:-1024}" ;; opchurn) hold="churn:${HOLD_MB:-1024}" ;; esac
+      # (opholdMB, e.g. ophold256: MB MiB held instead of HOLD_MB, so that several placements run side by side)
+      hold=""; addopts=""; case "$m" in ophold*) hold="hold:${m#ophold}"; [ "$m" = ophold ] && hold="hold:${HOLD_MB:-1024}" ;;
+        opchurn) hold="churn:${HOLD_MB:-1024}" ;; esac
       [ -n "$hold" ] && addopts="-p hold_plugin"
       [ "$(left)" -gt 30 ] || { echo "$m: skipped (time)"; continue; }
       echo "$m start $(date +%H:%M:%S.%N)" >> "$W/marks.txt"
@@ -424,9 +427,13 @@ for f in sorted(pathlib.Path(sys.argv[1]).glob("ops/*/result.json")):
           f"canary start {w.get('canary_start_us')} us, after {w.get('canary_us')} us")
 PY
     done
-    for m in wk wk2 wkrest wk1 wkc wk1c ophold opchurn op2 op3; do
+    pairs=()
+    for m in ${MODES:-op wk wkrest op2}; do [ "$m" = op ] && continue
       [ -d "$W/$m" ] && { echo "== $m against op"; python3 bench/worker_ab.py "$W/$m" "$W/op" --json "$W/${m}_vs_op.json" | grep -E "^A/A|^(worker|op) "; }
+      [ -d "$W/$m" ] && [ -d "$W/op" ] && pairs+=("$W/op" "$W/$m")
     done
+    # what opscreen compare calls changed in each pair, by kernel size
+    [ "${#pairs[@]}" -gt 0 ] && python3 bench/compare_aa.py "${pairs[@]}" --json "$W/compare_aa.json"
     # where the time went (phases.timer: opscreen's timers against the suite's own code), and why workers were replaced
     for m in op op2 wk; do [ -d "$W/$m" ] && { echo "== $m"; python3 -m opscreen summary "$W/$m" | grep -A12 "^where the time went"; }; done
     # speed: the worker against the op run on a warm cache (op2 when it ran: op compiled first)
@@ -456,7 +463,8 @@ PY
     while [ "$k" -lt "$total" ]; do
       k=$(( k + chunk )); head -n "$k" "$W/sample.txt" > "$W/upto.txt"
       for m in $modes; do
-        done_n=$(ls "$W/$m"/ops/*/.complete 2>/dev/null | wc -l)
+        # only this draw's ops count: a machine can keep $W from an earlier session's draw
+        done_n=0; while read -r o; do [ -f "$W/$m/ops/$o/.complete" ] && done_n=$((done_n + 1)); done < "$W/upto.txt"
         [ "$done_n" -ge "$(wc -l < "$W/upto.txt")" ] && continue
         [ "$(left)" -gt 30 ] || { echo "$m: stopped at chunk ending $k (time)"; break 2; }
         case "$m" in op*) iso="--isolation op" ;; *) iso="--isolation worker" ;; esac
