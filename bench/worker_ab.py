@@ -81,6 +81,17 @@ def speed(ops: dict[str, dict]) -> dict:
     return out
 
 
+def _growth(by_worker: dict, key: str) -> list[float]:
+    """Per worker with two readings of ``key`` or more: its growth per op, first to last."""
+    out = []
+    for ws in by_worker.values():
+        ws.sort(key=lambda t: t[0])
+        pts = [(i, w[key]) for i, w in ws if w.get(key)]
+        if len(pts) >= 2 and pts[-1][0] > pts[0][0]:
+            out.append((pts[-1][1] - pts[0][1]) / (pts[-1][0] - pts[0][0]))
+    return out
+
+
 def memory(ops: dict[str, dict]) -> dict:
     by_worker: dict[int, list[tuple[int, dict]]] = {}
     for d in ops.values():
@@ -90,15 +101,14 @@ def memory(ops: dict[str, dict]) -> dict:
     rss = [w.get("rss_mb") for ws in by_worker.values() for _, w in ws if w.get("rss_mb")]
     dev = [w.get("device_allocated_mb") for ws in by_worker.values() for _, w in ws if w.get("device_allocated_mb") is not None]
     hyg = [w.get("hygiene_s") for ws in by_worker.values() for _, w in ws if w.get("hygiene_s") is not None]
-    growth = []
-    for ws in by_worker.values():
-        ws.sort(key=lambda t: t[0])
-        pts = [(i, w["rss_mb"]) for i, w in ws if w.get("rss_mb")]
-        if len(pts) >= 2 and pts[-1][0] > pts[0][0]:
-            growth.append((pts[-1][1] - pts[0][1]) / (pts[-1][0] - pts[0][0]))
+    used = [w.get("device_used_mb") for ws in by_worker.values() for _, w in ws if w.get("device_used_mb") is not None]
+    growth, used_growth = _growth(by_worker, "rss_mb"), _growth(by_worker, "device_used_mb")
     return {"rss_mb_max": max(rss) if rss else None, "rss_mb_median": statistics.median(rss) if rss else None,
             "rss_growth_mb_per_op": round(statistics.median(growth), 1) if growth else None,
             "device_allocated_mb_max": max(dev) if dev else None,
+            # the device's total less free memory after the hygiene (context, loaded kernels' code, reserve)
+            "device_used_mb_max": max(used) if used else None,
+            "device_used_growth_mb_per_op": round(statistics.median(used_growth), 1) if used_growth else None,
             "hygiene_s_median": statistics.median(hyg) if hyg else None,
             "ops_per_worker_max": max((max(i for i, _ in ws) for ws in by_worker.values()), default=0)}
 

@@ -158,6 +158,27 @@ def test_an_op_identity_without_the_field_takes_what_its_child_found_at_start():
                        "tuning_caches_at_start": {"triton_cache_autotuning": True}})["triton_cache_autotuning"] == "0"
 
 
+def test_small_kernels_called_changed_on_noise_alone_get_a_note(runs, capsys):
+    """Rows under 10 us that moved 3 %: called slower on their samples' noise, and the report
+    says how many of the calls are such rows and how to widen their bands; a rerun with no
+    move prints no note, and neither does a move of larger kernels only."""
+    a = runs("a")
+    moved = runs("moved", perturb=lambda op, dt, si, lib: lib * 1.03 if lib < 0.008 else lib)
+    big = runs("big", perturb=lambda op, dt, si, lib: lib * 1.03 if lib > 0.2 else lib)
+    assert main(["compare", str(a), str(runs("same"))]) == 0
+    assert "small kernels:" not in capsys.readouterr().out
+    assert main(["compare", str(a), str(big)]) == 0
+    out = capsys.readouterr().out
+    assert "small kernels:" not in out and "slower 0" not in out
+    assert main(["compare", str(a), str(moved)]) == 0
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if ln.startswith("small kernels:"))
+    slower = int(out.split("slower ", 1)[1].split(",")[0])
+    small = int(line.split()[2])
+    assert 0 < small <= slower and f"of the {slower} rows called faster or slower" in line
+    assert "--aa or --repeats 3" in line
+
+
 def test_several_mismatches_need_each_named(runs, capsys):
     a, b = runs("a"), runs("b", caliber={"use_flagtune": "1", "timer": "direct"})
     assert main(["compare", str(a), str(b), "--allow-mismatch", "timer"]) == 2

@@ -503,3 +503,58 @@ def test_opscreen_op_runs_a_capture_abort_again_and_an_interrupted_capture_is_no
     assert "inside the graph capture of benchmark/test_capture_abort.py::test_capture_abort" in res.stdout + res.stderr
     assert json.loads((out / "no_capture.json").read_text()) == ["benchmark/test_capture_abort.py::test_capture_abort"]
     assert faults.runs("capture_abort") == 2
+
+
+class _MemCuda:
+    """A device module that says what it holds, and counts how often it was asked."""
+
+    def __init__(self, initialized: bool, free: int, total: int):
+        self.initialized, self.free, self.total, self.asked = initialized, free, total, 0
+
+    def is_initialized(self) -> bool:
+        return self.initialized
+
+    def mem_get_info(self):
+        self.asked += 1
+        return self.free, self.total
+
+
+def test_device_used_is_read_only_where_a_context_exists():
+    """``phases.worker.device_used_mb`` (total less free) is what stays on the device from op
+    to op; asking for it must never make a context, which would put work on the device
+    before an op's session, and a device without the calls says nothing."""
+    sys.path.insert(0, str(ROOT / "src"))
+    from opscreen.child.worker import device_used_mb
+
+    class T:
+        pass
+
+    t = T()
+    t.cuda = _MemCuda(True, free=139 * 2**30 - 1536 * 2**20, total=139 * 2**30)
+    assert device_used_mb("cuda", t) == 1536.0
+    t.cuda = _MemCuda(False, free=1, total=2)
+    assert device_used_mb("cuda", t) is None and t.cuda.asked == 0
+    t.npu = object()  # no is_initialized, no mem_get_info
+    assert device_used_mb("npu", t) is None
+    assert device_used_mb("cpu", t) is None and device_used_mb("musa", t) is None
+
+
+def test_worker_ab_reads_the_devices_use_per_op(tmp_path):
+    """bench/worker_ab.py's memory figures: the device's use after each op's hygiene, its
+    maximum and its median growth per op over each worker's queue."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("worker_ab", ROOT / "bench" / "worker_ab.py")
+    ab = importlib.util.module_from_spec(spec)
+    sys.modules["worker_ab"] = ab
+    spec.loader.exec_module(ab)
+
+    def op(pid, i, used):
+        return {"phases": {"worker": {"pid": pid, "op_index": i, "rss_mb": 900.0 + i, "device_used_mb": used}}}
+
+    ops = {"a": op(1, 1, 1000.0), "b": op(1, 2, 1100.0), "c": op(1, 5, 1400.0), "d": op(2, 1, 990.0),
+           "e": op(2, 3, 1010.0), "f": {"phases": {"worker": {"pid": 3, "op_index": 1}}}}
+    mem = ab.memory(ops)
+    assert mem["device_used_mb_max"] == 1400.0
+    assert mem["device_used_growth_mb_per_op"] == pytest.approx(55.0)  # median of 100 and 10 a op
+    assert mem["rss_growth_mb_per_op"] == 1.0

@@ -289,9 +289,29 @@ def _reset_torch(base: Baseline) -> dict:
                     out["device_allocated_mb"] = round(mod.memory_allocated() / 2**20, 1)
                 if hasattr(mod, "memory_reserved"):
                     out["device_reserved_mb"] = round(mod.memory_reserved() / 2**20, 1)
+                used = device_used_mb(base.device_type, torch)
+                if used is not None:
+                    out["device_used_mb"] = used
         except Exception as exc:  # a broken context: the harness recycles the worker
             out["device_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:200]
     return out
+
+
+def device_used_mb(device_type: str, torch=None) -> float | None:
+    """What the device has in use, total less free, in MiB: the context, the code of every
+    kernel loaded so far, the allocator's reserve and anything else on it. Only where this
+    process has a context already (asking never makes one, which would put work on the
+    device before an op's session); None elsewhere."""
+    torch = torch if torch is not None else sys.modules.get("torch")
+    mod = getattr(torch, device_type, None) if torch is not None and device_type not in ("", "cpu") else None
+    initialized = getattr(mod, "is_initialized", None)
+    try:
+        if initialized is None or not initialized() or not hasattr(mod, "mem_get_info"):
+            return None
+        free, total = mod.mem_get_info()
+        return round((total - free) / 2**20, 1)
+    except Exception:  # noqa: BLE001 - a broken context shows in the hygiene's device check
+        return None
 
 
 def rss_mb() -> float | None:
@@ -417,7 +437,8 @@ def main() -> None:
         return canary_us(base.device_type) if canary_on else None
 
     _announce(READY, {"pid": os.getpid(), "imports_s": round(time.time() - t0, 3), "imported": done,
-                      "import_errors": errors, "rss_mb": rss_mb(), "canary_us": canary()})
+                      "import_errors": errors, "rss_mb": rss_mb(), "canary_us": canary(),
+                      "device_used_mb": device_used_mb(base.device_type)})
     with os.fdopen(fd, "r", encoding="utf-8") as ctrl:
         for line in ctrl:
             msg = json.loads(line)

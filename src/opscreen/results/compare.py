@@ -94,6 +94,10 @@ DEFAULT_K = NOISE_K
 UNRESOLVED_POLICIES = ("fail", "ignore")
 DEFAULT_THRESHOLD = 0.03
 DEFAULT_MIN_CHANGE = 0.005
+#: A graph row whose faster side (in A) is under this is a small kernel: two processes of
+#: one setup read it further apart than the samples of one run show (H200: p90 1.6-3.4 %
+#: against about 0.2 % at 100 us and more; bench/results/2026-12-02-h200-autotune-placement.md)
+SMALL_KERNEL_MS = 0.010
 
 
 class Verdict(str, Enum):
@@ -310,6 +314,15 @@ class Comparison:
         for r in self.rows:
             out[r.verdict.value] += 1
         return out
+
+    def small_kernel_calls(self) -> tuple[int, int]:
+        """(graph rows under :data:`SMALL_KERNEL_MS` called faster or slower on their
+        samples' noise alone, all rows called faster or slower): the first are the calls
+        an A/A between processes makes most often."""
+        called = [r for r in self.rows if r.verdict in (Verdict.FASTER, Verdict.SLOWER)]
+        small = [r for r in called if r.a_timer == r.b_timer == "graph" and r.basis == "noise"
+                 and r.a_torch_ms and r.a_lib_ms and min(r.a_torch_ms, r.a_lib_ms) < SMALL_KERNEL_MS]
+        return len(small), len(called)
 
     def regressions(self, n: int | None = None) -> list[CompareRow]:
         rows = [r for r in self.rows if r.verdict == Verdict.SLOWER]
@@ -591,6 +604,12 @@ def _verdict_lines(c: Comparison) -> list:
         + (f"; at least the spread between processes (--repeats; it widened {spread} rows)" if spread else "")
         + f"; unresolved when that band is wider than ±{c.max_band * 100:g}% (--max-band)"
     )
+    small, called = c.small_kernel_calls()
+    if small:
+        L.append(f"small kernels: {small} of the {called} rows called faster or slower are graph rows under "
+                 f"{SMALL_KERNEL_MS * 1000:g} us, which two processes of one setup read further apart than one run's "
+                 "samples show (an H200 rerun called 19 of 64 such rows changed); widen their bands with --aa or "
+                 "--repeats 3 (README, \"Small kernels between processes\")")
     g = c.geomean_ratio()
     ga, gb = c.a.geomeans()["overall"], c.b.geomeans()["overall"]
     L.append(f"geometric-mean speedup: A {_f3(ga)}  B {_f3(gb)}   B/A over joined rows {_f3(g)}")
