@@ -4,26 +4,19 @@ so a 3 % move is always called and no move never is)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
+from benchload import load_bench
 from synth import make_run
 
-ROOT = Path(__file__).resolve().parent.parent
 SMALL = 0.008  # ms: a library side this fast puts its row under 10 us
 
 
 @pytest.fixture(scope="module")
 def caa():
-    spec = importlib.util.spec_from_file_location("compare_aa", ROOT / "bench" / "compare_aa.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["compare_aa"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("compare_aa")
 
 
 def test_size_bins(caa):

@@ -326,18 +326,16 @@ def test_rows_of_one_timer_are_left_as_measured(monkeypatch):
 
 def test_the_gpu_check_script_builds_its_ops_and_parses_its_options():
     torch = pytest.importorskip("torch")
-    import importlib.util
     import subprocess
 
-    path = Path(__file__).resolve().parent.parent / "bench" / "device" / "profiler_check.py"
-    spec = importlib.util.spec_from_file_location("profiler_check", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    from benchload import BENCH, load_bench
+
+    mod = load_bench("device/profiler_check")
     ops = mod.make_ops(torch, torch.device("cpu"))
     assert {"nonzero", "bincount", "add"} <= set(ops)
     for fn in ops.values():
         fn()
-    res = subprocess.run([sys.executable, str(path), "--help"], capture_output=True, text=True, timeout=60)
+    res = subprocess.run([sys.executable, str(BENCH / "device" / "profiler_check.py"), "--help"], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0 and "--processes" in res.stdout
 
 

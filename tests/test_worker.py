@@ -542,12 +542,9 @@ def test_device_used_is_read_only_where_a_context_exists():
 def test_worker_ab_reads_the_devices_use_per_op(tmp_path):
     """bench/worker_ab.py's memory figures: the device's use after each op's hygiene, its
     maximum and its median growth per op over each worker's queue."""
-    import importlib.util
+    from benchload import load_bench
 
-    spec = importlib.util.spec_from_file_location("worker_ab", ROOT / "bench" / "worker_ab.py")
-    ab = importlib.util.module_from_spec(spec)
-    sys.modules["worker_ab"] = ab
-    spec.loader.exec_module(ab)
+    ab = load_bench("worker_ab")
 
     def op(pid, i, used):
         return {"phases": {"worker": {"pid": pid, "op_index": i, "rss_mb": 900.0 + i, "device_used_mb": used}}}

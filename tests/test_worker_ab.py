@@ -8,11 +8,11 @@ row is unresolved and must be counted, not compared. ``norm_scalaropt_dim`` bflo
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+
+from benchload import load_bench
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT / "tests" / "fixtures" / "worker_ab"
@@ -20,11 +20,7 @@ RUNS = ROOT / "tests" / "fixtures" / "worker_ab"
 
 @pytest.fixture(scope="module")
 def ab():
-    spec = importlib.util.spec_from_file_location("worker_ab", ROOT / "bench" / "worker_ab.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["worker_ab"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("worker_ab")
 
 
 def test_rows_a_run_calls_unresolved_are_counted_not_compared(ab):

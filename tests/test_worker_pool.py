@@ -4,23 +4,18 @@ results JSON holding its reports under ``pairs``)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+
+from benchload import load_bench
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT / "tests" / "fixtures" / "worker_ab"
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+_load = load_bench
 
 
 @pytest.fixture(scope="module")
