@@ -129,8 +129,11 @@ class FakeProfiler:
         self.sees = sees
         self.primed = False
         self.sessions = []
+        self.priming = 0  # sessions made before the timer marked CUPTI loaded
         self.syncs = 0
         self.n = 0
+        self.clock = None  # a fake clock each call advances by per_call_s (the call, its trace)
+        self.per_call_s = 0.0
 
     def unavailable(self):
         return None
@@ -139,6 +142,9 @@ class FakeProfiler:
         self.syncs += 1
 
     def session(self, call, n):
+        self.priming += not self.primed
+        if self.clock is not None:
+            self.clock.t += self.per_call_s * n
         events, t, corr = [], 0.0, 0
         for i in range(n):
             call()
@@ -162,13 +168,52 @@ class FakeProfiler:
 def test_profiler_samples_are_the_summed_kernels_of_each_call_with_host_latency_beside():
     prof, calls = FakeProfiler(jitter=lambda i: 0.001 * (i % 3)), []
     res = P.measure_profiler(lambda: calls.append(1), FAST, prof, warm=False)
-    assert res.timer == "profiler" and prof.primed and prof.sessions[0] == 1  # CUPTI loaded once, untimed
+    # CUPTI loaded once, untimed; then a session of one call times what a call costs, and the
+    # rest of the first batch fits in one session
+    assert res.timer == "profiler" and prof.primed and prof.sessions[:3] == [1, 1, FAST.min_samples - 1]
     assert all(v == pytest.approx(0.004, abs=5e-6) for v in res.stats.values)
     assert res.extra["kernels_per_call"] == 2 and res.extra["host_ms"] is not None
     out = res.output("median")
     assert isinstance(out, TimedFloat) and out.host_ms == res.extra["host_ms"] and out.ci is not None
     again = P.measure_profiler(lambda: None, FAST, prof, warm=False)
-    assert again.stats.n >= FAST.min_samples and prof.sessions.count(1) == 1
+    assert again.stats.n >= FAST.min_samples and prof.priming == 1
+
+
+class _Clock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+@pytest.mark.parametrize("per_call_s, sessions, samples", [
+    (4.0, [1, 1], 2),  # one call with its trace outlasts the 5 s cap: the two samples it needs, no more
+    (0.9, [1, 4, 1], 6),  # the probe, the 4 calls that fit the 4.1 s left, then one last call past the cap
+])
+def test_the_time_cap_holds_inside_a_batch_of_profiler_sessions(per_call_s, sessions, samples):
+    """On an H200, sessions of ten calls of torch's mode on a 4096x4096 tensor outlasted a
+    300 s op timeout in the profiler's exit and the trace's parse. The first
+    session holds one call and says what a call costs; the batch then takes what fits the
+    time left, and stops at the cap once two samples exist (samples too noisy to stop on
+    their rsd, so only the cap stops them)."""
+    clock = _Clock()
+    prof = FakeProfiler(jitter=lambda i: 3.0 * (i % 2))
+    prof.primed = True  # CUPTI loaded by an earlier measurement
+    prof.clock, prof.per_call_s = clock, per_call_s
+    res = P.measure_profiler(lambda: None, FAST, prof, warm=False, clock=clock)
+    assert prof.sessions == sessions
+    assert res.stats.n == samples and res.stats.reason == "max_time"
+    assert clock.t == pytest.approx(per_call_s * samples)
+
+
+def test_a_cheap_call_keeps_the_first_batch_in_two_sessions():
+    clock = _Clock()
+    prof = FakeProfiler()
+    prof.primed = True
+    prof.clock, prof.per_call_s = clock, 0.001
+    res = P.measure_profiler(lambda: None, FAST, prof, warm=False, clock=clock)
+    assert prof.sessions[:2] == [1, FAST.min_samples - 1] and res.stats.n >= FAST.min_samples
 
 
 def test_the_profiler_timers_parts_are_accounted():

@@ -17,7 +17,10 @@ One measurement (:func:`measure_profiler`):
 2. samples: profiler sessions of ``b`` calls, each call inside
    ``record_function("opscreen.call#<i>")``, the device synchronized at the end;
    the session's Chrome trace gives each call's device time
-   (:func:`opscreen.child.kernel_trace.per_call`); adaptive stopping as timing.py;
+   (:func:`opscreen.child.kernel_trace.per_call`); adaptive stopping as timing.py,
+   with the time cap (``max_time_s``) holding inside a batch too: the first session
+   has one call and times what a call costs with its trace, later ones hold what fits
+   the time left, and none starts past the cap once two samples exist;
 3. the host-inclusive latency: single calls between two device synchronizations
    (host clock), within half the time cap; its median is kept beside the device
    figure (``host_ms``): a sync inside the op is a real cost to its users.
@@ -144,13 +147,31 @@ def measure_profiler(call: Callable[[], Any], settings: Settings, prof: Any, war
         prof.session(call, 1)  # loads CUPTI: seconds, once per process
         prof.primed = True
     launched: list = []
+    start, cost = clock(), {}
 
     def take(b: int) -> list:
-        pc = kernel_trace.per_call(prof.session(call, b), b)
-        if pc.seen == 0:
-            raise ProfilerUnavailable(f"the profiler saw no device kernels in {b} calls")
-        launched.extend(pc.events)
-        return pc.ms
+        """``b`` samples, in sessions sized to the time cap. The measurement's first session
+        holds one call, which says what a call costs with its trace: the device's time,
+        CUPTI's flush, the trace's export and parse. On an H200, `mode` timed out at 300 s
+        inside sessions of ten calls of torch's mode. The rest of the batch follows in as
+        few sessions as fit the time left, and once two samples exist, none is started that
+        the cap has no room for."""
+        out: list = []
+        while len(out) < b:
+            k = 1
+            if cost:
+                room = (settings.max_time_s - (clock() - start)) / max(cost["per_call_s"], 1e-9)
+                if out and len(launched) >= 2 and room < 1:
+                    break  # adaptive_sample stops at the time cap with what is here
+                k = max(1, min(b - len(out), int(room)))
+            t = clock()
+            pc = kernel_trace.per_call(prof.session(call, k), k)
+            cost["per_call_s"] = (clock() - t) / k
+            if pc.seen == 0:
+                raise ProfilerUnavailable(f"the profiler saw no device kernels in {k} calls")
+            launched.extend(pc.events)
+            out.extend(pc.ms)
+        return out
 
     stats = adaptive_sample(take, settings, clock)
     parts.mark("samples_s")  # CUPTI's priming included
