@@ -23,10 +23,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from opscreen.results.compare import MUST_MATCH, compare_summaries  # noqa: E402
+from opscreen.results.compare import MUST_MATCH, SMALL_KERNEL_MS, compare_summaries  # noqa: E402
 from opscreen.results.summary import load_or_build  # noqa: E402
 
-BINS = ((0.010, "<10us"), (0.100, "10-100us"), (math.inf, ">=100us"))
+BINS = ((SMALL_KERNEL_MS, "<10us"), (0.100, "10-100us"), (math.inf, ">=100us"))  # ms, by the faster side
 VERDICTS = ("same", "faster", "slower", "unresolved")
 
 

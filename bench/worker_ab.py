@@ -41,6 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from opscreen.results.parse import parse_record_log  # noqa: E402
+from opscreen.results.compare import SMALL_KERNEL_MS  # noqa: E402
 from opscreen.results.summary import DEFAULT_MAX_BAND, NOISE_K  # noqa: E402
 
 
@@ -120,7 +121,7 @@ def rows(run: Path, op: str) -> dict:
     return {r.key: r for r in parse_record_log(path).rows if r.speedup}
 
 
-SMALL_MS = 0.010  # a row whose faster side is under 10 us: a "small kernel"
+SMALL_MS = SMALL_KERNEL_MS  # a row whose faster side is under 10 us: a "small kernel" (as compare counts it)
 
 
 def pairs(a_ops: dict, b_ops: dict, a: Path, b: Path):

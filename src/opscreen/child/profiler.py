@@ -147,7 +147,8 @@ def measure_profiler(call: Callable[[], Any], settings: Settings, prof: Any, war
         prof.session(call, 1)  # loads CUPTI: seconds, once per process
         prof.primed = True
     launched: list = []
-    start, cost = clock(), {}
+    start = clock()
+    per_call_s: Optional[float] = None  # what a call costs with its trace, from the last session
 
     def take(b: int) -> list:
         """``b`` samples, in sessions sized to the time cap. The measurement's first session
@@ -156,17 +157,18 @@ def measure_profiler(call: Callable[[], Any], settings: Settings, prof: Any, war
         inside sessions of ten calls of torch's mode. The rest of the batch follows in as
         few sessions as fit the time left, and once two samples exist, none is started that
         the cap has no room for."""
+        nonlocal per_call_s
         out: list = []
         while len(out) < b:
             k = 1
-            if cost:
-                room = (settings.max_time_s - (clock() - start)) / max(cost["per_call_s"], 1e-9)
+            if per_call_s is not None:
+                room = (settings.max_time_s - (clock() - start)) / max(per_call_s, 1e-9)
                 if out and len(launched) >= 2 and room < 1:
                     break  # adaptive_sample stops at the time cap with what is here
                 k = max(1, min(b - len(out), int(room)))
             t = clock()
             pc = kernel_trace.per_call(prof.session(call, k), k)
-            cost["per_call_s"] = (clock() - t) / k
+            per_call_s = (clock() - t) / k
             if pc.seen == 0:
                 raise ProfilerUnavailable(f"the profiler saw no device kernels in {k} calls")
             launched.extend(pc.events)
