@@ -96,3 +96,29 @@ def test_gc_is_off_while_a_call_is_measured_and_back_on_after(monkeypatch):
     assert seen and not any(seen) and gc.isenabled()
     # never a full collection per measurement: 80 ms each with torch imported, seconds per op
     assert generations and max(generations) < 2
+
+
+def test_median_interval_by_ranks():
+    # 5 samples: their whole range (Conover's ranks 1 and 5); the median 3
+    assert E.median_halfwidth([5.0, 1.0, 3.0, 2.0, 4.0]) == pytest.approx((5 - 1) / 2 / 3)
+    assert E.median_halfwidth([1.0, 2.0, 3.0, 4.0]) is None  # too few
+    assert E.median_halfwidth([0.0] * 9) is None  # no relative width around 0
+    # 100 samples 1..100: 1-based ranks floor((100 - 19.6) / 2) = 40 and ceil(1 + 119.6 / 2) = 61
+    xs = [float(i) for i in range(100, 0, -1)]
+    assert E.median_halfwidth(xs) == pytest.approx((61 - 40) / 2 / 50.5)
+    # one wild sample moves the median's interval by a rank at most: the rsd jumps, the width barely
+    quiet = [1.0 + 0.001 * ((i * 7) % 11 - 5) for i in range(60)]
+    wild = quiet[:-1] + [50.0]
+    assert E.median_halfwidth(wild) < 2 * E.median_halfwidth(quiet) < 0.01
+
+
+def test_median_interval_covers_the_true_median_about_95_percent():
+    import random
+
+    rng = random.Random(7)
+    hits = 0
+    for _ in range(400):
+        xs = [rng.gauss(10.0, 1.0) for _ in range(40)]
+        hw = E.median_halfwidth(xs) * statistics.median(xs)
+        hits += abs(statistics.median(xs) - 10.0) <= hw
+    assert 0.88 <= hits / 400 <= 1.0

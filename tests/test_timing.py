@@ -132,6 +132,42 @@ def test_noise_that_settles_stops_early():
     assert 10 < stats.n < 1000
 
 
+def test_target_ci_stops_where_outliers_keep_the_rsd_high():
+    # host-like samples: quiet around 1.0, one in ten 3x slower; the rsd never gets under 0.5 %
+    clock = FakeClock()
+    made = []
+
+    def take(k):
+        clock.t += 0.001 * k
+        for _ in range(k):
+            i = len(made) % 100
+            made.append(3.0 if i % 8 == 2 else 1.0 + 0.0002 * ((i * 37) % 10))
+        return made[-k:]
+
+    off = Settings(target_rsd=0.005, min_samples=5, max_samples=1000, max_time_s=0.1)
+    stats = timing.adaptive_sample(take, off, clock)
+    assert stats.reason == "max_time" and stats.n == 100 and stats.rsd > 0.3
+    clock.t = 0.0
+    made.clear()
+    on = Settings(target_rsd=0.005, target_ci=0.005, min_samples=5, max_samples=1000, max_time_s=0.1)
+    stats = timing.adaptive_sample(take, on, clock)
+    assert stats.reason == "target_ci" and 5 <= stats.n < 40 and stats.rsd > 0.1
+    assert stats.median == pytest.approx(1.001, abs=0.002)
+
+
+def test_target_ci_waits_for_min_samples_and_leaves_a_wide_median_to_the_cap():
+    clock = FakeClock()
+    take, calls = _sampler(clock, rel_sigma=0.2, seed=6, per_sample_s=0.01)
+    s = Settings(target_rsd=0.005, target_ci=0.001, min_samples=10, max_samples=1000, max_time_s=1.0)
+    stats = timing.adaptive_sample(take, s, clock)
+    assert stats.reason == "max_time" and stats.n == 100  # 20 % noise: the median is never pinned to 0.1 %
+    clock.t = 0.0
+    take, calls = _sampler(clock, rel_sigma=0.0002, seed=6, per_sample_s=0.01)
+    s = Settings(target_rsd=0.0, target_ci=0.001, min_samples=10, max_samples=1000, max_time_s=1.0)
+    stats = timing.adaptive_sample(take, s, clock)
+    assert (stats.reason, stats.n, calls) == ("target_ci", 10, [10])
+
+
 def test_rsd_and_statistics():
     assert timing.rsd([1.0]) is None
     assert timing.rsd([2.0, 2.0, 2.0]) == 0.0

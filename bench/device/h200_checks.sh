@@ -24,6 +24,7 @@
 #   bash bench/device/h200_checks.sh lanes18     # issue 18: two-lane A/A of uncapturable + graph ops, then one lane alone
 #   bash bench/device/h200_checks.sh speedpair   # issue 16: SEED/N_OPS random ops in chunks of CHUNK: worker (cold cache),
 #                                                # op, worker again (both warm), chunk by chunk; resumes
+#   bash bench/device/h200_checks.sh growth      # issue 16: `opscreen op mode` (profiler cap), then one worker's device memory op by op
 #   bash bench/device/h200_checks.sh wkcause     # issue 16: op, worker, worker resting between ops, op again; GPU clocks logged
 #                                                # MODES also: wk1 (a worker per op: --max-ops-per-worker 1),
 #                                                # wkc, wk1c (wk, wk1 with the diagnostic canary: OPSCREEN_WORKER_CANARY=1),
@@ -36,7 +37,7 @@
 # Everything lands in $OUT (the device tool brings back at most 8 files, so each step
 # leaves one tarball and prints its figures last). Budget each step under 9 minutes.
 set -u
-step="${1:?usage: h200_checks.sh inventory|mm|fallback|aa|screen|lanes|mm-split|l2|repeats|placement|repeats3|run-aa|mm-repeats|processes|rest|sample|workers|profiler|lanes18|wkcause|speedpair}"
+step="${1:?usage: h200_checks.sh inventory|mm|fallback|aa|screen|lanes|mm-split|l2|repeats|placement|repeats3|run-aa|mm-repeats|processes|rest|sample|workers|profiler|lanes18|wkcause|speedpair|growth}"
 cd "$(dirname "$0")/../.."
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH="/tmp/site:$PWD/src" FLAGGEMS_ROOT="$PWD/.fg/FlagGems" PYTHONUNBUFFERED=1
@@ -483,6 +484,43 @@ PY
       set -- $pair; [ -d "$W/$1" ] && [ -d "$W/$2" ] || continue
       echo "== $1 against $2"; python3 bench/worker_ab.py "$W/$1" "$W/$2" --json "$W/${1}_vs_$2.json"
     done
+    ;;
+  growth)
+    # Issue 16, two checks on one GPU: (1) `opscreen op mode` (the profiler timer's time cap inside
+    # a batch: it timed out at 300 s before 375daac), with its profiler rows' sample counts; (2) one
+    # warm worker over a draw (SEED, N_OPS; GPU 0, --no-steal), each op's device memory after its
+    # hygiene in queue order: used (total - free) against allocated. Used growing op by op while
+    # allocated stays near 0 is the loaded-code explanation of the worker's small-kernel A/A gap.
+    # MODE_S=0 leaves the mode check out
+    [ "${MODE_S:-320}" -gt 0 ] && { timeout -s INT "${MODE_S:-320}" python3 -m opscreen op mode --backend cuda --timeout 300 \
+        --out "$W/mode" > "$W/mode.console" 2>&1; echo "op mode rc=$? at $SECONDS s"; tail -4 "$W/mode.console"; }
+    [ "${MODE_S:-320}" -gt 0 ] && python3 - "$W/mode" <<'PY'
+import collections, json, pathlib, sys
+d = pathlib.Path(sys.argv[1])
+res = json.loads((d / "result.json").read_text()) if (d / "result.json").exists() else {}
+print("mode:", res.get("status"), res.get("duration_s"), "s;", (res.get("phases") or {}).get("timer"))
+rows = collections.Counter()
+for line in (d / "record.log").read_text().splitlines() if (d / "record.log").exists() else []:
+    if '"result"' not in line: continue
+    for r in json.loads(line.split("] ", 1)[1])["result"]:
+        for s in ("_base", ""):
+            rows[(r.get("timer" + s), r.get("samples" + s))] += 1
+print("mode rows (timer, samples): count:", dict(rows))
+PY
+    draw "${SEED:-20261207}" "${N_OPS:-12}"
+    timeout -s INT "$(left)" python3 -m opscreen run --backend cuda --devices 0 --isolation worker \
+        --ops-file "$W/sample.txt" --timeout 300 --out "$W/wkg" --plain > "$W/wkg.console" 2>&1
+    echo "worker rc=$? at $SECONDS s"; tail -3 "$W/wkg.console"
+    python3 - "$W/wkg" <<'PY'
+import json, pathlib, sys
+rows = []
+for p in pathlib.Path(sys.argv[1]).glob("ops/*/result.json"):
+    r = json.loads(p.read_text()); w = (r.get("phases") or {}).get("worker") or {}
+    rows.append((w.get("pid"), w.get("op_index") or 0, r["op"], r["status"], r.get("duration_s"), w.get("device_used_start_mb"),
+                 w.get("device_used_mb"), w.get("device_allocated_mb"), w.get("device_reserved_mb"), w.get("rss_mb")))
+print("pid op_index op status wall_s used_start_mb used_mb allocated_mb reserved_mb rss_mb")
+for row in sorted(rows, key=lambda t: (str(t[0]), t[1])): print(*row)
+PY
     ;;
   *) echo "unknown step $step" >&2; exit 2 ;;
 esac

@@ -40,6 +40,7 @@ TIMERS = ("graph", "profiler", "direct", "wallclock")
 # Keys after ``l2_flush`` are optional refinements documented in docs/timing.md.
 TIMING_DEFAULTS: dict[str, Any] = {
     "target_rsd": 0.005,
+    "target_ci": 0.0,
     "min_samples": 10,
     "max_samples": 1000,
     "max_time_s": 2.0,
@@ -54,17 +55,20 @@ TIMING_DEFAULTS: dict[str, Any] = {
     "capture_error_mode": "thread_local",
     "estimator": "median",
     "profiler_fallback": True,
+    "host_malloc": "system",
     "patch_modules": ["benchmark.base"],
 }
 # Knobs whose value is one of a few words.
 TIMING_CHOICES: dict[str, tuple[str, ...]] = {
     "capture_error_mode": ("global", "thread_local", "relaxed"),
     "estimator": ("median", "trimmed_mean", "mean", "min"),  # opscreen.child.estimator.ESTIMATORS
+    "host_malloc": ("system", "steady"),  # opscreen.child.host_malloc.MODES
 }
 
 # Environment overrides of the timing dict: OPSCREEN_<NAME> -> key (type from the default).
 TIMING_ENV = {
     "OPSCREEN_TARGET_RSD": "target_rsd",
+    "OPSCREEN_TARGET_CI": "target_ci",
     "OPSCREEN_MIN_SAMPLES": "min_samples",
     "OPSCREEN_MAX_SAMPLES": "max_samples",
     "OPSCREEN_MAX_TIME": "max_time_s",
@@ -79,6 +83,7 @@ TIMING_ENV = {
     "OPSCREEN_CAPTURE_ERROR_MODE": "capture_error_mode",
     "OPSCREEN_ESTIMATOR": "estimator",
     "OPSCREEN_PROFILER_FALLBACK": "profiler_fallback",
+    "OPSCREEN_HOST_MALLOC": "host_malloc",
 }
 ENV_TIMER = "OPSCREEN_TIMER"
 

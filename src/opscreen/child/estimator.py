@@ -15,6 +15,9 @@ timing knob (default :data:`DEFAULT`, chosen from real CPU data by
 ``bench/estimator_choice.py``; bench/results/ holds the figures). The graph timer's
 samples are replays of many calls each and keep the median.
 
+:func:`median_halfwidth` is the median's distribution-free interval (a sort, no
+resampling), the one the ``target_ci`` stopping rule tests after every batch.
+
 :func:`bootstrap_ci` gives the 95 % interval of an estimator by resampling the
 samples (seeded: the same samples give the same interval); a row records its half
 width relative to the estimate (``ci``). It says how well one process pinned its own
@@ -82,6 +85,29 @@ def bootstrap_ci(values: Sequence[float], name: str = DEFAULT, resamples: int = 
     lo = stats[max(0, int(math.floor(alpha * (len(stats) - 1))))]
     hi = stats[min(len(stats) - 1, int(math.ceil((1.0 - alpha) * (len(stats) - 1))))]
     return float(lo), float(hi)
+
+
+def median_halfwidth(values: Sequence[float], level_z: float = 1.96) -> Optional[float]:
+    """Half the width of the median's distribution-free interval (order statistics:
+    the ranks ``n/2 -+ z sqrt(n)/2``, about 95 % at ``z`` 1.96) over the median, a
+    fraction; None below :data:`BOOT_MIN_SAMPLES` samples or at a median of 0. The
+    ranks are Conover's (1-based ``floor((n - z sqrt n) / 2)`` and ``ceil(1 + (n + z sqrt n) / 2)``):
+    at 5 samples the interval is their whole range.
+
+    One sort, no resampling: cheap enough to test after every batch of samples
+    (``target_ci`` in opscreen.child.timing), where the bootstrap of
+    :func:`relative_halfwidth` would cost more than a CPU measurement itself."""
+    xs = sorted(float(v) for v in values)
+    n = len(xs)
+    if n < BOOT_MIN_SAMPLES:
+        return None
+    med = statistics.median(xs)
+    if med == 0 or not math.isfinite(med):
+        return None
+    spread = level_z * math.sqrt(n)
+    lo = max(0, int(math.floor((n - spread) / 2.0)) - 1)
+    hi = min(n - 1, int(math.ceil((n + spread) / 2.0)))
+    return (xs[hi] - xs[lo]) / 2.0 / abs(med)
 
 
 def relative_halfwidth(values: Sequence[float], name: str = DEFAULT) -> Optional[float]:

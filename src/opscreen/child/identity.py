@@ -22,6 +22,7 @@ from .. import contracts
 from ..fsio import utcnow as _now
 from ..procgroup import run_capture
 from . import config as _config
+from . import host_malloc as _host_malloc
 from . import timed_value as _timed
 
 SCHEMA = contracts.RUN_IDENTITY.tag()
@@ -341,6 +342,7 @@ def pytest_unconfigure(config):
     if not cfg or not _IDENT or not cfg.get("identity_path"):
         return
     _IDENT["phases"] = phases(_MARKS, _spawned_at(), time.time())
+    _IDENT["host_malloc"] = _host_malloc.applied() or None  # what the timing plugin did to the allocator
     spent = _timed.timer_time()
     if spent:  # of the measurement phase: what opscreen's timers took (the rest is the suite's own code)
         _IDENT["phases"]["timer"] = spent

@@ -27,9 +27,11 @@ from the child config's ``timer`` (the harness already resolved ``auto``):
     a monotonic-clock timer for the CPU backend.
 
 Graph and wallclock sample adaptively: after ``min_samples`` they stop as soon
-as the relative standard deviation of the samples is at most ``target_rsd``,
-or at ``max_samples``, or when ``max_time_s`` is spent (in the spirit of
-nvbench's ``stdrel`` criterion). Each call returns a
+as the relative standard deviation of the samples is at most ``target_rsd`` (in the
+spirit of nvbench's ``stdrel`` criterion), or, with ``target_ci`` set (CPU slots), the
+median's 95 % interval is that narrow, or at ``max_samples``, or when ``max_time_s``
+is spent. With ``host_malloc`` steady (CPU slots) glibc's allocator thresholds are
+held before the first measurement (:mod:`opscreen.child.host_malloc`). Each call returns a
 :class:`~opscreen.child.timed_value.TimedFloat`.
 
 Lifecycle: ``pytest_configure`` reads the config and patches what is already
@@ -73,6 +75,7 @@ import pytest
 from . import config as _config
 from . import estimator as _estimator
 from . import fatal as _errors
+from . import host_malloc as _host_malloc
 from . import timed_value as _timed
 from .timed_value import (
     FALLBACK_PREFIX,
@@ -107,6 +110,10 @@ class Settings:
     """The timing knobs (docs/timing.md). Build with :meth:`from_config`."""
 
     target_rsd: float = 0.005
+    # Stop too once the median's 95 % interval is this narrow (a fraction of it; 0: off).
+    # Host-timed samples carry rare slow outliers that keep the rsd over target_rsd for
+    # good, while the median they report is pinned down long before the time cap.
+    target_ci: float = 0.0
     min_samples: int = 10
     max_samples: int = 1000
     max_time_s: float = 2.0
@@ -130,6 +137,8 @@ class Settings:
     estimator: str = _estimator.DEFAULT
     # Time a shape the graph timer cannot capture with the profiler, where it sees kernels.
     profiler_fallback: bool = True
+    # The host allocator: "steady" holds glibc's mmap and trim thresholds (opscreen.child.host_malloc).
+    host_malloc: str = "system"
 
     @classmethod
     def from_config(cls, cfg: Optional[dict] = None, environ: Optional[dict] = None) -> "Settings":
@@ -140,6 +149,7 @@ class Settings:
         min_samples = max(1, int(self.min_samples))
         return Settings(
             target_rsd=max(0.0, float(self.target_rsd)),
+            target_ci=max(0.0, float(self.target_ci)),
             min_samples=min_samples,
             max_samples=max(min_samples, int(self.max_samples)),
             max_time_s=max(1e-6, float(self.max_time_s)),
@@ -154,13 +164,14 @@ class Settings:
             capture_error_mode=str(self.capture_error_mode),
             estimator=self.estimator if self.estimator in _estimator.ESTIMATORS else _estimator.DEFAULT,
             profiler_fallback=bool(self.profiler_fallback),
+            host_malloc=self.host_malloc if self.host_malloc in _host_malloc.MODES else "system",
         )
 
     def describe(self) -> str:
-        return (f"target_rsd={self.target_rsd:g} min_samples={self.min_samples} max_samples={self.max_samples} "
-                f"max_time_s={self.max_time_s:g} warmup_calls={self.warmup_calls} warmup_ms={self.warmup_ms:g} "
+        return (f"target_rsd={self.target_rsd:g} target_ci={self.target_ci:g} min_samples={self.min_samples} "
+                f"max_samples={self.max_samples} max_time_s={self.max_time_s:g} warmup_calls={self.warmup_calls} warmup_ms={self.warmup_ms:g} "
                 f"sample_ms={self.sample_ms:g} l2_flush={self._flush_words()} rest_ratio={self.rest_ratio:g} "
-                f"estimator={self.estimator}")
+                f"estimator={self.estimator} host_malloc={self.host_malloc}")
 
     def _flush_words(self) -> str:
         if not self.l2_flush:
@@ -185,7 +196,8 @@ def rsd(values: Sequence[float]) -> Optional[float]:
 @dataclass
 class SampleStats:
     """The samples of one measurement (ms per call) and why sampling stopped:
-    ``target_rsd``, ``max_samples``, ``max_time`` or ``direct`` (the suite's timer chose)."""
+    ``target_rsd``, ``target_ci``, ``max_samples``, ``max_time`` or ``direct`` (the suite's
+    timer chose)."""
 
     values: list
     reason: str
@@ -223,8 +235,9 @@ def adaptive_sample(take_batch: Callable[[int], Sequence[float]], settings: Sett
     ``take_batch(k)`` returns k samples (ms per call). The first batch is
     ``min_samples``; later ones grow by a quarter of what is there, never past
     the caps. After each batch: stop when at least ``min_samples`` samples have
-    an rsd <= ``target_rsd``; else at ``max_samples``; else when ``max_time_s``
-    (measured by ``clock``) is spent and at least two samples exist.
+    an rsd <= ``target_rsd``, or (with ``target_ci`` > 0) a median whose distribution-free
+    95 % interval is at most ``target_ci`` of it wide each side; else at ``max_samples``;
+    else when ``max_time_s`` (measured by ``clock``) is spent and at least two samples exist.
     """
     values: list = []
     start = clock()
@@ -239,6 +252,10 @@ def adaptive_sample(take_batch: Callable[[int], Sequence[float]], settings: Sett
         noise = rsd(values)
         if n >= settings.min_samples and noise is not None and noise <= settings.target_rsd:
             return SampleStats(values, "target_rsd")
+        if settings.target_ci > 0 and n >= settings.min_samples:
+            pinned = _estimator.median_halfwidth(values)
+            if pinned is not None and pinned <= settings.target_ci:
+                return SampleStats(values, "target_ci")
         if n >= settings.max_samples:
             return SampleStats(values, "max_samples")
         if elapsed >= settings.max_time_s and n >= min(2, settings.min_samples):
@@ -576,6 +593,8 @@ class TimingState:
         if self.settings.l2_flush and caps.get("l2_flush") is False:
             self.settings = Settings(**{**self.settings.__dict__, "l2_flush": False})
         self._sync = _device_sync(cfg) if self.timer == TIMER_WALLCLOCK else None
+        if self.active:  # before the first measurement; a warm worker's later ops set it again
+            _host_malloc.apply(self.settings.host_malloc, environ)
 
     @property
     def active(self) -> bool:

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""The CPU caliber's two host-side rules, on and off, on the bundled sample suite: the
+``target_ci`` stop (a case stops once its median is pinned) and ``host_malloc`` steady
+(glibc's mmap and trim thresholds held). For each caliber it runs ``opscreen run
+--backend cpu --devices 0,1`` three times, ``--isolation op`` twice and ``worker`` once
+(the order turns round by round), and prints the walls and the A/A of every row both
+runs measured: |speedup_B / speedup_A - 1|, median, p90 and max, op against op and
+worker against op.
+
+    .venv/bin/python bench/cpu_caliber.py [--rounds 1] [--keep DIR]
+
+``old`` is ``OPSCREEN_TARGET_CI=0 OPSCREEN_HOST_MALLOC=system`` (the caliber before both
+rules), ``new`` the defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CALIBERS = {"old": {"OPSCREEN_TARGET_CI": "0", "OPSCREEN_HOST_MALLOC": "system"}, "new": {}}
+RUNS = (("op", "op"), ("op2", "op"), ("wk", "worker"))
+
+
+def screen(out: Path, isolation: str, extra: dict) -> float:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), **extra}
+    for key in ("OPSCREEN_TARGET_CI", "OPSCREEN_HOST_MALLOC"):
+        if key not in extra:
+            env.pop(key, None)
+    t0 = time.monotonic()
+    res = subprocess.run([sys.executable, "-m", "opscreen", "run", "--backend", "cpu", "--devices", "0,1", "--plain",
+                          "--isolation", isolation, "--out", str(out)], env=env, capture_output=True, text=True)
+    if res.returncode != 0:
+        sys.exit(f"{out.name} failed ({res.returncode}): {res.stdout[-2000:]}{res.stderr[-2000:]}")
+    return time.monotonic() - t0
+
+
+def speedups(run: Path) -> dict:
+    """(op, dtype, shape) -> speedup of every row of a run's record logs."""
+    out = {}
+    for log in run.glob("ops/*/record.log"):
+        for line in log.read_text().splitlines():
+            if '"result"' not in line:
+                continue
+            rec = json.loads(line.split("] ", 1)[1])
+            for row in rec["result"]:
+                if row.get("speedup"):
+                    out[(rec["op_name"], rec["dtype"], json.dumps(row["shape_detail"]))] = row["speedup"]
+    return out
+
+
+def spread(a: dict, b: dict) -> str:
+    d = sorted(abs(b[k] / a[k] - 1) * 100 for k in a if k in b)
+    if not d:
+        return "no common rows"
+    return (f"rows {len(d)} median {statistics.median(d):.2f} % p90 {d[round(0.9 * (len(d) - 1))]:.2f} % "
+            f"max {d[-1]:.1f} %")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--keep", type=Path, help="keep the run dirs here")
+    args = ap.parse_args(argv)
+    base = args.keep or Path(tempfile.mkdtemp(prefix="opscreen-cpu-caliber-"))
+    for r in range(args.rounds):
+        order = list(CALIBERS) if r % 2 == 0 else list(reversed(CALIBERS))
+        for cal in order:
+            walls = {}
+            runs = RUNS if r % 2 == 0 else tuple(reversed(RUNS))
+            for name, iso in runs:
+                out = base / f"{cal}-{r}" / name
+                shutil.rmtree(out, ignore_errors=True)
+                walls[name] = screen(out, iso, CALIBERS[cal])
+            rows = {name: speedups(base / f"{cal}-{r}" / name) for name, _ in RUNS}
+            print(f"round {r} {cal}: wall op {walls['op']:.1f} s, op2 {walls['op2']:.1f} s, worker {walls['wk']:.1f} s "
+                  f"(op / worker {min(walls['op'], walls['op2']) / walls['wk']:.2f}x)", flush=True)
+            print(f"  A/A op2 vs op    {spread(rows['op'], rows['op2'])}")
+            print(f"  A/A worker vs op {spread(rows['op'], rows['wk'])}", flush=True)
+    if not args.keep:
+        shutil.rmtree(base, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
