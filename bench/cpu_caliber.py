@@ -15,33 +15,18 @@ rules), ``new`` the defaults.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from worker_cpu import bench_args, screen  # noqa: E402
+
+KNOBS = ("OPSCREEN_TARGET_CI", "OPSCREEN_HOST_MALLOC")
 CALIBERS = {"old": {"OPSCREEN_TARGET_CI": "0", "OPSCREEN_HOST_MALLOC": "system"}, "new": {}}
 RUNS = (("op", "op"), ("op2", "op"), ("wk", "worker"))
-
-
-def screen(out: Path, isolation: str, extra: dict) -> float:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), **extra}
-    for key in ("OPSCREEN_TARGET_CI", "OPSCREEN_HOST_MALLOC"):
-        if key not in extra:
-            env.pop(key, None)
-    t0 = time.monotonic()
-    res = subprocess.run([sys.executable, "-m", "opscreen", "run", "--backend", "cpu", "--devices", "0,1", "--plain",
-                          "--isolation", isolation, "--out", str(out)], env=env, capture_output=True, text=True)
-    if res.returncode != 0:
-        sys.exit(f"{out.name} failed ({res.returncode}): {res.stdout[-2000:]}{res.stderr[-2000:]}")
-    return time.monotonic() - t0
 
 
 def speedups(run: Path) -> dict:
@@ -67,11 +52,7 @@ def spread(a: dict, b: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=1)
-    ap.add_argument("--keep", type=Path, help="keep the run dirs here")
-    args = ap.parse_args(argv)
-    base = args.keep or Path(tempfile.mkdtemp(prefix="opscreen-cpu-caliber-"))
+    args, base = bench_args(__doc__, argv, "opscreen-cpu-caliber-")
     for r in range(args.rounds):
         order = list(CALIBERS) if r % 2 == 0 else list(reversed(CALIBERS))
         for cal in order:
@@ -80,7 +61,7 @@ def main(argv=None) -> int:
             for name, iso in runs:
                 out = base / f"{cal}-{r}" / name
                 shutil.rmtree(out, ignore_errors=True)
-                walls[name] = screen(out, iso, CALIBERS[cal])
+                walls[name] = screen(out, iso, CALIBERS[cal], env_drop=KNOBS)
             rows = {name: speedups(base / f"{cal}-{r}" / name) for name, _ in RUNS}
             print(f"round {r} {cal}: wall op {walls['op']:.1f} s, op2 {walls['op2']:.1f} s, worker {walls['wk']:.1f} s "
                   f"(op / worker {min(walls['op'], walls['op2']) / walls['wk']:.2f}x)", flush=True)

@@ -22,8 +22,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def screen(out: Path, isolation: str) -> float:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+def screen(out: Path, isolation: str, env_set: dict | None = None, env_drop: tuple = ()) -> float:
+    """One ``opscreen run`` of the sample suite on CPU slots 0 and 1 into ``out``: its wall (s).
+    ``env_set`` adds to the environment, after ``env_drop`` is taken out of it."""
+    env = {k: v for k, v in os.environ.items() if k not in env_drop}
+    env["PYTHONPATH"] = str(ROOT / "src")
+    env.update(env_set or {})
     t0 = time.monotonic()
     res = subprocess.run([sys.executable, "-m", "opscreen", "run", "--backend", "cpu", "--devices", "0,1", "--plain",
                           "--isolation", isolation, "--out", str(out)], env=env, capture_output=True, text=True)
@@ -33,12 +37,17 @@ def screen(out: Path, isolation: str) -> float:
     return wall
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def bench_args(doc: str, argv, prefix: str):
+    """``--rounds`` and ``--keep`` of a CPU bench, and the folder its runs go to."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--keep", type=Path, help="keep the run dirs here")
     args = ap.parse_args(argv)
-    base = args.keep or Path(tempfile.mkdtemp(prefix="opscreen-worker-cpu-"))
+    return args, args.keep or Path(tempfile.mkdtemp(prefix=prefix))
+
+
+def main(argv=None) -> int:
+    args, base = bench_args(__doc__, argv, "opscreen-worker-cpu-")
     walls: dict[str, list[float]] = {"worker": [], "op": []}
     for r in range(args.rounds):
         order = ("worker", "op") if r % 2 == 0 else ("op", "worker")
