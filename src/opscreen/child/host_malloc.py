@@ -24,7 +24,6 @@ Standard library only.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 from typing import Optional
 
@@ -39,8 +38,8 @@ _APPLIED: dict = {}
 
 
 def _libc():
-    try:
-        lib = ctypes.CDLL(ctypes.util.find_library("c") or None)
+    try:  # the process's own symbols, libc's among them: no ldconfig subprocess (find_library's)
+        lib = ctypes.CDLL(None)
         fn = lib.mallopt
     except (OSError, AttributeError):
         return None
