@@ -351,6 +351,29 @@ def test_a_graph_run_from_before_the_resting_timer_is_not_resumed(tmp_path, monk
         _refuse_other_timing(tmp_path, {"timing": {"rest_ratio": 0.0}, "timing_method": 3}, cuda, "graph")
 
 
+def test_a_cpu_run_of_an_older_opscreen_resumes_only_as_recorded(tmp_path, monkeypatch):
+    from opscreen.backends import resolve
+    from opscreen.batch.resume import refuse_other_timing as _refuse_other_timing
+
+    for key in ("OPSCREEN_TARGET_CI", "OPSCREEN_HOST_MALLOC", "OPSCREEN_REST_RATIO"):
+        monkeypatch.delenv(key, raising=False)
+    cpu, older = resolve("cpu"), {"timing": {"max_time_s": 0.1, "min_samples": 5}}
+    with pytest.raises(UsageError, match="to measure the rest as recorded: OPSCREEN_HOST_MALLOC=system "
+                                         "OPSCREEN_TARGET_CI=0$"):
+        _refuse_other_timing(tmp_path, older, cpu, "wallclock")
+    monkeypatch.setenv("OPSCREEN_TARGET_CI", "0")
+    monkeypatch.setenv("OPSCREEN_HOST_MALLOC", "system")
+    _refuse_other_timing(tmp_path, older, cpu, "wallclock")  # knobs at their defaults measure as recorded
+    monkeypatch.setenv("OPSCREEN_REST_RATIO", "0")  # a knob the run left at its default
+    with pytest.raises(UsageError, match="as recorded: OPSCREEN_REST_RATIO=1$"):
+        _refuse_other_timing(tmp_path, older, cpu, "wallclock")
+    monkeypatch.delenv("OPSCREEN_REST_RATIO")
+    with pytest.raises(UsageError, match="timing knobs") as err:  # the run set a knob this one does not
+        _refuse_other_timing(tmp_path, {"timing": {**older["timing"], "rest_ratio": 0.0}}, cpu, "wallclock")
+    assert "as recorded" not in str(err.value)
+    _refuse_other_timing(tmp_path, {"timing": {"rest_ratio": 1.0}, "timing_method": 3}, resolve("cuda"), "graph")
+
+
 def test_aa_bench_counts_cases_within_the_recorded_spread():
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
     from timing_aa import within_spread

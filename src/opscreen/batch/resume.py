@@ -31,14 +31,41 @@ def refuse_other_timing(out: Path, recorded: dict, backend, planned: str) -> Non
 
     clash = []
     had, now = recorded.get("timing") or {}, planned_timing(backend)
-    if had != now:
-        clash.append(f"timing knobs (OPSCREEN_* variables): recorded {had or 'defaults'}, now {now or 'defaults'}")
+    if _effective(had) != _effective(now):
+        clash.append(f"timing knobs (OPSCREEN_* variables): recorded {had or 'defaults'}, now {now or 'defaults'}"
+                     + _as_recorded(had, now))
     method = recorded.get("timing_method") or 1
     if planned == "graph" and method != TIMING_METHOD:
         clash.append(f"timing method: recorded {method}, this opscreen measures with {TIMING_METHOD} (docs/timing.md)")
     if clash:
         raise UsageError(f"{out} was measured with other settings; resuming would mix measurements "
                          "(use another --out):\n  " + "\n  ".join(clash))
+
+
+def _effective(timing: dict) -> dict:
+    """The knobs of a timing dict that differ from the child's defaults: a knob written at its
+    default value measures as one left out."""
+    from ..child.config import TIMING_DEFAULTS
+
+    return {k: v for k, v in timing.items() if k not in TIMING_DEFAULTS or TIMING_DEFAULTS[k] != v}
+
+
+def _as_recorded(had: dict, now: dict) -> str:
+    """How to plan the recorded knobs again where the difference is knobs this opscreen sets
+    that the run did not record (an older opscreen's run): their variables at their defaults."""
+    from ..child.config import TIMING_DEFAULTS, TIMING_ENV
+
+    env_of = {name: env for env, name in TIMING_ENV.items()}
+    new = {k: v for k, v in _effective(now).items() if k not in had}
+    if not new or any(k not in env_of or k not in TIMING_DEFAULTS for k in new) or \
+            any(_effective(now).get(k) != v for k, v in _effective(had).items()):
+        return ""
+    words = " ".join(f"{env_of[k]}={_word(TIMING_DEFAULTS[k])}" for k in sorted(new))
+    return f"; to measure the rest as recorded: {words}"
+
+
+def _word(value) -> str:
+    return ("1" if value else "0") if isinstance(value, bool) else f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def open_run_dir(out: Path, journal, resume: bool | None, in_place_replay: bool) -> tuple[dict | None, bool]:
