@@ -15,13 +15,13 @@ rules), ``new`` the defaults.
 
 from __future__ import annotations
 
-import json
 import shutil
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from worker_ab import pct, rows  # noqa: E402
 from worker_cpu import bench_args, screen  # noqa: E402
 
 KNOBS = ("OPSCREEN_TARGET_CI", "OPSCREEN_HOST_MALLOC")
@@ -30,24 +30,17 @@ RUNS = (("op", "op"), ("op2", "op"), ("wk", "worker"))
 
 
 def speedups(run: Path) -> dict:
-    """(op, dtype, shape) -> speedup of every row of a run's record logs."""
-    out = {}
-    for log in run.glob("ops/*/record.log"):
-        for line in log.read_text().splitlines():
-            if '"result"' not in line:
-                continue
-            rec = json.loads(line.split("] ", 1)[1])
-            for row in rec["result"]:
-                if row.get("speedup"):
-                    out[(rec["op_name"], rec["dtype"], json.dumps(row["shape_detail"]))] = row["speedup"]
-    return out
+    """(op, row key) -> speedup of every row of a run's record logs (worker_ab's reading)."""
+    ops = run / "ops"
+    return {(op.name, key): r.speedup for op in sorted(ops.iterdir()) if op.is_dir()
+            for key, r in rows(run, op.name).items()} if ops.is_dir() else {}
 
 
 def spread(a: dict, b: dict) -> str:
     d = sorted(abs(b[k] / a[k] - 1) * 100 for k in a if k in b)
     if not d:
         return "no common rows"
-    return (f"rows {len(d)} median {statistics.median(d):.2f} % p90 {d[round(0.9 * (len(d) - 1))]:.2f} % "
+    return (f"rows {len(d)} median {statistics.median(d):.2f} % p90 {pct(d, 0.9):.2f} % "
             f"max {d[-1]:.1f} %")
 
 

@@ -55,10 +55,10 @@ def _as_recorded(had: dict, now: dict) -> str:
     that the run did not record (an older opscreen's run): their variables at their defaults."""
     from ..child.config import TIMING_DEFAULTS, TIMING_ENV
 
-    env_of = {name: env for env, name in TIMING_ENV.items()}
-    new = {k: v for k, v in _effective(now).items() if k not in had}
-    if not new or any(k not in env_of or k not in TIMING_DEFAULTS for k in new) or \
-            any(_effective(now).get(k) != v for k, v in _effective(had).items()):
+    env_of = {name: env for env, name in TIMING_ENV.items()}  # every such knob has a default
+    now_set = _effective(now)
+    new = [k for k in now_set if k not in had]
+    if not new or any(k not in env_of for k in new) or any(now_set.get(k) != v for k, v in _effective(had).items()):
         return ""
     words = " ".join(f"{env_of[k]}={_word(TIMING_DEFAULTS[k])}" for k in sorted(new))
     return f"; to measure the rest as recorded: {words}"

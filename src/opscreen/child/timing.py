@@ -169,8 +169,8 @@ class Settings:
 
     def describe(self) -> str:
         return (f"target_rsd={self.target_rsd:g} target_ci={self.target_ci:g} min_samples={self.min_samples} "
-                f"max_samples={self.max_samples} max_time_s={self.max_time_s:g} warmup_calls={self.warmup_calls} warmup_ms={self.warmup_ms:g} "
-                f"sample_ms={self.sample_ms:g} l2_flush={self._flush_words()} rest_ratio={self.rest_ratio:g} "
+                f"max_samples={self.max_samples} max_time_s={self.max_time_s:g} warmup_calls={self.warmup_calls} "
+                f"warmup_ms={self.warmup_ms:g} sample_ms={self.sample_ms:g} l2_flush={self._flush_words()} rest_ratio={self.rest_ratio:g} "
                 f"estimator={self.estimator} host_malloc={self.host_malloc}")
 
     def _flush_words(self) -> str:
