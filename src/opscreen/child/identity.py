@@ -21,6 +21,7 @@ import pytest
 from .. import contracts
 from ..fsio import utcnow as _now
 from ..procgroup import run_capture
+from . import autotune as _autotune
 from . import config as _config
 from . import host_malloc as _host_malloc
 from . import timed_value as _timed
@@ -292,6 +293,7 @@ def pytest_sessionfinish(session, exitstatus):
     if isinstance(_IDENT.get("gpu_state"), dict):
         _IDENT["gpu_state"]["end"] = gpu_state(cfg)
     _IDENT["pytest_exitstatus"] = int(exitstatus)
+    _IDENT["autotune"] = _autotune.picks()
     _IDENT["library_version"] = _IDENT.get("library_version") or _module_version(cfg.get("library") or "flag_gems")
     write(_IDENT, cfg["identity_path"])
 
@@ -332,6 +334,7 @@ def pytest_collection_finish(session):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtestloop(session):
     _MARKS.setdefault("collected", time.time())
+    _autotune.start()  # the suite's modules are imported: note which autotuners the op's tests run
     yield
     _MARKS["measured"] = time.time()
 

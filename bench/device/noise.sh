@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The noise between processes on one GPU (issue 31), one device-tool call at a time:
+#
+#   SEED=20261208 N_OPS=32 BUDGET=540 bash bench/device/noise.sh
+#
+# draws N_OPS ops of the inventory at random (seed SEED) and screens them with the defaults
+# in the modes MODES (default "op wk op2", in that order): op and op2 are `--isolation op`
+# (fresh processes; op runs first, on the machine's cold Triton cache), wk is
+# `--isolation worker`. Each mode's run dir resumes where an earlier call stopped: on a warm
+# machine from /tmp/noise, on a fresh one from .fg/noise/<mode> (the run dirs of the last
+# call's $OUT/noise.tgz, untarred there). Then `opscreen compare` and bench/verdict_rates.py
+# on the pairs; run from the repo root with .fg/FlagGems and .whl carried.
+set -u
+cd "$(dirname "$0")/../.."
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH="/tmp/site:$PWD/src" FLAGGEMS_ROOT="$PWD/.fg/FlagGems" PYTHONUNBUFFERED=1
+export OPSCREEN_SUITE_COMMIT="${OPSCREEN_SUITE_COMMIT:-ed2508bcb5a03000e9774734201d840ba362cd11}"
+OUT="${OUT:-/tmp/out}"; W=/tmp/noise; mkdir -p "$W" "$OUT"
+left() { echo $(( ${BUDGET:-540} - SECONDS )); }
+seed="${SEED:-20261208}"; n_ops="${N_OPS:-32}"; modes="${MODES:-op wk op2}"
+for m in $modes; do [ -d ".fg/noise/$m" ] && [ ! -d "$W/$m" ] && cp -r ".fg/noise/$m" "$W/$m"; done
+python3 - "$seed" "$n_ops" > "$W/sample.txt" <<'PY'
+import random, sys, yaml
+inv = yaml.safe_load(open("ops/flaggems-inventory.yaml"))
+print("\n".join(random.Random(int(sys.argv[1])).sample(sorted(inv["ops"]), int(sys.argv[2]))))
+PY
+echo "seed $seed: $(tr '\n' ' ' < "$W/sample.txt")"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit,persistence_mode --format=csv,noheader
+for m in $modes; do
+  done_n=$(for o in $(cat "$W/sample.txt"); do [ -f "$W/$m/ops/$o/.complete" ] && echo "$o"; done | wc -l)
+  [ "$done_n" -ge "$n_ops" ] && { echo "$m: all $n_ops ops done"; continue; }
+  [ "$(left)" -gt 40 ] || { echo "$m: not started (time)"; break; }
+  case "$m" in wk*) iso=worker ;; *) iso=op ;; esac
+  echo "$m start $(date +%H:%M:%S), $done_n done, $(left) s left"
+  timeout -s INT "$(left)" python3 -m opscreen run --backend cuda --devices all --isolation "$iso" \
+      --ops-file "$W/sample.txt" --timeout "${OP_TIMEOUT:-150}" --out "$W/$m" --plain >> "$W/$m.console" 2>&1
+  echo "$m rc=$? at $SECONDS s: $(ls "$W/$m"/ops/*/.complete 2>/dev/null | wc -l) ops complete"
+done
+# the first op's autotune record, as a check that the child wrote one
+python3 - "$W" <<'PY'
+import json, pathlib, sys
+for p in sorted(pathlib.Path(sys.argv[1]).glob("op/ops/*/run_identity.json"))[:40]:
+    a = json.loads(p.read_text()).get("autotune") or {}
+    if a.get("kernels"):
+        k, v = next(iter(a["kernels"].items()))
+        print(f"autotune record ({p.parent.name}): {len(a['kernels'])} kernels; {k}: {json.dumps(v)[:300]}")
+        break
+else:
+    print("autotune record: no op of mode op recorded an autotuned kernel")
+PY
+for pair in "op2 op" "wk op" "wk op2"; do
+  set -- $pair; [ -d "$W/$1" ] && [ -d "$W/$2" ] || continue
+  echo "== compare $2 $1"; python3 -m opscreen compare "$W/$2" "$W/$1" --out "$W/cmp_$1_vs_$2" 2>&1 | sed -n 1,12p
+done
+tar czf "$OUT/noise.tgz" -C "$W" --exclude='*.console' .
+ls -la "$OUT"
