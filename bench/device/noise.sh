@@ -4,6 +4,7 @@
 #   SEED=20261208 N_OPS=32 BUDGET=540 bash bench/device/noise.sh
 #
 # draws N_OPS ops of the inventory at random (seed SEED) and screens them with the defaults
+# (--timeout OP_TIMEOUT, default 150 s; --retries RETRIES, default 0: a budget, not a product default)
 # in the modes MODES (default "op wk op2", in that order): op and op2 are `--isolation op`
 # (fresh processes; op runs first, on the machine's cold Triton cache), wk is
 # `--isolation worker`. Each mode's run dir resumes where an earlier call stopped: on a warm
@@ -33,7 +34,7 @@ for m in $modes; do
   case "$m" in wk*) iso=worker ;; *) iso=op ;; esac
   echo "$m start $(date +%H:%M:%S), $done_n done, $(left) s left"
   timeout -s INT "$(left)" python3 -m opscreen run --backend cuda --devices all --isolation "$iso" \
-      --ops-file "$W/sample.txt" --timeout "${OP_TIMEOUT:-150}" --out "$W/$m" --plain >> "$W/$m.console" 2>&1
+      --ops-file "$W/sample.txt" --timeout "${OP_TIMEOUT:-150}" --retries "${RETRIES:-0}" --out "$W/$m" --plain >> "$W/$m.console" 2>&1
   echo "$m rc=$? at $SECONDS s: $(ls "$W/$m"/ops/*/.complete 2>/dev/null | wc -l) ops complete"
 done
 # the first op's autotune record, as a check that the child wrote one
