@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import signal
 import sys
@@ -94,7 +95,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return int(args._run(args) or 0)
+        rc = int(args._run(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
+        return rc
+    except BrokenPipeError:  # an OSError too: caught first
+        return _broken_pipe()
     except UsageError as exc:
         sys.stderr.write(f"opscreen {args.command}: {exc}\n")
         return exc.exit_code
@@ -110,8 +115,25 @@ def main(argv: list[str] | None = None) -> int:
         # a full disk, a quota or a read-only filesystem under an output: one line, not a traceback
         sys.stderr.write(f"opscreen {args.command}: {write_error(exc, '.')}\n")
         return 1
-    except BrokenPipeError:
-        return 0
+
+
+#: The exit status of a command whose reader went away (``opscreen backends | head -1``):
+#: 128 + SIGPIPE, what the shell reports for any tool SIGPIPE ends (``yes | head -1``),
+#: so ``set -o pipefail`` sees that not all output was read, and ``run | head`` never
+#: reads as "every op passed".
+BROKEN_PIPE_EXIT = 128 + signal.SIGPIPE
+
+
+def _broken_pipe() -> int:
+    """The reader of stdout went away: no traceback, no message; stdout now points at
+    /dev/null so the interpreter's own last flush cannot raise again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+    return BROKEN_PIPE_EXIT
 
 
 if __name__ == "__main__":  # pragma: no cover
