@@ -5,10 +5,35 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from conftest import SRC
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_batch_faults import faults, status_rows  # noqa: E402,F401  (faults: the shared fixture)
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def one_line(res, *needles: str) -> str:
+    """Exit 2, one line on stderr holding every needle, no traceback: that line."""
+    assert res.returncode == 2, res.stdout[-2000:] + res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+    return lines[0]
+
+
+def op_cli(faults, *args) -> subprocess.CompletedProcess:
+    """``opscreen op`` on the fault suite, with its environment."""
+    return subprocess.run([sys.executable, "-m", "opscreen", "op", "--suite", str(faults.suite), "--backend", "cpu",
+                           *map(str, args)], env=faults.env, capture_output=True, text=True, timeout=240,
+                          stdin=subprocess.DEVNULL, cwd=faults.tmp)
 
 
 def cli_into_closed_pipe(*args, cwd=None, env=None, timeout=120):
@@ -34,3 +59,22 @@ def test_output_into_a_closed_pipe_exits_quietly(args, tmp_path):
     res = cli_into_closed_pipe(*args, cwd=tmp_path)
     assert res.returncode == 141, res.stderr  # 128 + SIGPIPE, as the shell reports for `yes | head -1`
     assert res.stderr == ""
+
+
+# -- item 2: `opscreen op --out RUN_DIR` is refused --------------------------------------------
+
+
+def test_op_into_a_run_dir_is_refused_and_the_screen_resumes(faults):
+    out = faults.tmp / "run"
+    res = faults.run(out, "--ops", "ok_a,ok_b", "--devices", "0", "--timeout", "30")
+    assert res.returncode == 0, res.stdout + res.stderr
+    before = snapshot(out)
+    for where in (out, out / "ops" / "ok_a"):
+        one_line(op_cli(faults, "ok_a", "--out", where), "--out", "opscreen run --out", "choose another --out")
+        assert snapshot(out) == before  # nothing written, run_identity.json included
+    assert faults.runs("ok_a") == 1
+    res = faults.run(out)  # the screen still resumes: nothing left to run
+    assert res.returncode == 0, res.stdout + res.stderr
+    # beside the run dir, or in it but outside its op dirs, the op runs
+    res = op_cli(faults, "ok_a", "--out", out / "debug" / "ok_a")
+    assert res.returncode == 0, res.stdout + res.stderr

@@ -97,6 +97,26 @@ def json_problem(path: os.PathLike | str, need: tuple[str, ...] = ()) -> str | N
     return None
 
 
+def run_dir_holding(path: os.PathLike | str) -> Path | None:
+    """The run dir of ``opscreen run`` that ``path`` is, or whose ``ops/`` it lies in
+    (a run dir: its ``.lock``, its ``ops_status.csv`` or a ``run_identity.json`` of
+    kind ``run``); None when it is neither. What a command that is not the runner
+    must not write into: the journal owns every file there."""
+    p = Path(path).expanduser().absolute()
+    for d in (p, *p.parents):
+        if d != p and p.relative_to(d).parts[0] != "ops":
+            continue
+        try:
+            if (d / LOCK).is_file() or (d / STATUS_CSV).is_file():
+                return d
+        except OSError:
+            continue
+        ident = read_json(d / IDENTITY)
+        if ident is not None and ident.get("kind") == "run":
+            return d
+    return None
+
+
 @dataclass
 class OpRecord:
     """One row of ops_status.csv."""

@@ -16,6 +16,7 @@ from pathlib import Path
 from .. import settings as S
 from ..backends import cpusets, select
 from ..batch.devices import choose_devices
+from ..batch.journal import run_dir_holding
 from ..errors import OpscreenError, UsageError, check_path, check_writable_dir, read_input
 from ..fsio import is_storage_error, write_error
 from ..op.lane import LaneRunner, close_parked, worker_bounds
@@ -73,6 +74,18 @@ def out_dir(args, op: str) -> Path:
     return Path(args.out) if args.out else Path("runs") / "op" / safe_dir_name(op)
 
 
+def refuse_run_dir(out: Path) -> None:
+    """An ``--out`` that is a screen's run dir (or one of its op dirs) is refused: the op's
+    files would replace the run's ``run_identity.json`` (or an op's result) and the screen
+    could not be resumed."""
+    run_dir = run_dir_holding(out)
+    if run_dir is None:
+        return
+    where = "is the run dir" if run_dir == out.expanduser().absolute() else f"lies in the op dirs of the run dir {run_dir}"
+    raise UsageError(f"--out {out} {where} of an 'opscreen run'; writing there would break that screen "
+                     f"(resume it with: opscreen run --out {run_dir}); choose another --out")
+
+
 def build_request(args) -> OpRequest:
     """The request ``args`` describe, after every check that can be made before the
     output directory is touched: the arguments, the suite's interpreter, the
@@ -91,6 +104,7 @@ def build_request(args) -> OpRequest:
     target = _target(suite, resolved, rp)
     shape_source(suite.root, resolved["shape_mode"], S.BY_NAME["shape_mode"].env)
     check_writable_dir(out_dir(args, target.op), "--out")
+    refuse_run_dir(out_dir(args, target.op))
     # the device must exist (enumerated as `opscreen run` does) before an earlier result is replaced
     choose_devices(backend, str(resolved["device"]), suite.python, flag="--device")
     req = OpRequest(
