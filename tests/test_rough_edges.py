@@ -78,3 +78,50 @@ def test_op_into_a_run_dir_is_refused_and_the_screen_resumes(faults):
     # beside the run dir, or in it but outside its op dirs, the op runs
     res = op_cli(faults, "ok_a", "--out", out / "debug" / "ok_a")
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+# -- item 3: the lock and the leftovers first, the preflight after ------------------------------
+
+
+def test_a_second_runner_is_refused_before_its_checks_and_preflight(faults):
+    """While a runner holds the run dir, a second one is refused by the lock, not by its
+    own preflight (`-- --bogus`, which the collection would refuse): nothing of it ran."""
+    import time
+
+    from test_batch_faults import reaped
+
+    out = faults.tmp / "run"
+    first = faults.popen(out, "--ops", "hang", "--devices", "0", "--timeout", "120")
+    with reaped(first):
+        deadline = time.monotonic() + 60
+        while not (faults.state / "pids").is_dir() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        before = snapshot(out)
+        res = faults.run(out, "--ops", "ok_a", "--devices", "0", "--", "--bogus")
+        one_line(res, "in use by another opscreen run", f"pid {first.pid}")
+        assert snapshot(out) == before
+        first.terminate()
+        first.communicate(timeout=60)
+    faults.assert_no_leftovers()
+
+
+def test_a_refused_resume_still_kills_what_a_killed_runner_left(faults):
+    """SIGKILL the runner while an op and its grandchild run; a resume refused by its checks
+    (`-- --bogus`: other settings than the run's) has killed them first, and wrote nothing."""
+    from test_batch_resume import sigkill_when_children_run
+
+    out = faults.tmp / "run"
+    proc = faults.popen(out, "--ops", "hang,ok_a", "--devices", "0", "--timeout", "120")
+    sigkill_when_children_run(proc, faults.state / "pids", 2)  # pytest child + its sleep
+    assert faults.tagged(), "the killed runner's children should still be there"
+    before = snapshot(out)
+    res = faults.run(out, "--ops", "hang,ok_a", "--devices", "0", "--timeout", "120", "--", "--bogus")
+    assert res.returncode == 2 and "measured with other settings" in res.stderr, res.stderr
+    assert snapshot(out) == before
+    faults.assert_no_leftovers(wait=2)
+
+
+def test_a_refused_new_run_leaves_no_run_dir(faults):
+    out = faults.tmp / "new" / "run"
+    one_line(faults.run(out, "--ops", "ok_a", "--devices", "0", "--", "--bogus"), "--bogus")
+    assert not (faults.tmp / "new").exists()

@@ -182,13 +182,21 @@ class Journal:
         self.root = Path(root).expanduser().resolve()
         self.ops_root = self.root / "ops"
         self._lock_fd: int | None = None
+        self._undo: tuple[list[Path], bytes | None] = ([], None)
 
     # -- locking -----------------------------------------------------------
     def lock(self) -> None:
-        """Hold the run dir's lock (released by the kernel on any exit, SIGKILL included)."""
+        """Hold the run dir's lock (released by the kernel on any exit, SIGKILL included).
+        What it creates (the run dir, ``.lock``) and what ``.lock`` held are noted, so that
+        ``unlock(undo=True)`` leaves the place as it was found."""
         import fcntl
 
+        created, d = [], self.root
+        while not os.path.lexists(d) and d.parent != d:
+            created.append(d)
+            d = d.parent
         self.root.mkdir(parents=True, exist_ok=True)
+        had_lock = os.path.lexists(self.root / LOCK)
         fd = os.open(self.root / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -204,14 +212,34 @@ class Journal:
                     f"{self.root} is in use by another opscreen run" + (f" (pid {holder})" if holder else "")
                 ) from None
             raise
+        before = os.pread(fd, 4096, 0) if had_lock else None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._lock_fd = fd
+        self._undo = (created, before)
 
-    def unlock(self) -> None:
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
+    def unlock(self, undo: bool = False) -> None:
+        """Release the lock; with ``undo`` (a run refused before it started) first put back
+        what ``.lock`` held and remove what :meth:`lock` created (left alone once not empty)."""
+        if self._lock_fd is None:
+            return
+        created, before = self._undo
+        if undo:
+            try:
+                if before is None:
+                    (self.root / LOCK).unlink(missing_ok=True)
+                else:
+                    os.ftruncate(self._lock_fd, 0)
+                    os.pwrite(self._lock_fd, before, 0)
+            except OSError:
+                pass
+        os.close(self._lock_fd)
+        self._lock_fd = None
+        for d in created if undo else ():
+            try:
+                d.rmdir()
+            except OSError:
+                break
 
     # -- op directories ------------------------------------------------------
     def op_dir(self, op: str) -> Path:

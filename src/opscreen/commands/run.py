@@ -144,12 +144,12 @@ def _ray_lanes(backend, resolved: S.Resolved, spec: str | None, python: str):
 
 
 def run(args) -> int:
+    from ..batch.executor import reap_leftovers
     from ..batch.journal import Journal
     from ..batch.progress import make_progress
     from ..batch.resume import load_settings
     from ..batch.session import BatchRunner
-    from ..op.lane import close_parked, prestart, worker_bounds
-    from ..op.preflight import collect
+    from ..op.lane import close_parked, worker_bounds
 
     S.check_given_values(args, S.RUN)
     given = S.resolve(S.RUN, args, os.environ)  # flags and environment, validated before anything is looked up
@@ -159,32 +159,44 @@ def run(args) -> int:
     out = _out_dir(args.out)
     check_writable_dir(out, "--out")  # a read-only place: one line now, not a traceback from the lock
     journal = Journal(out)
-    cfg, executor = build_config(args, out, journal, replay_dir, replay_ident, given)
-    runner = BatchRunner(cfg, journal, executor=executor, progress=make_progress(sys.stdout, False if args.plain else None))
-    # preflight: one collection of the first op still to run, as its child would run
-    # it (the first lane's device; with Ray, here on the driver, device 0); a usage
-    # error stops the run before anything is written
-    # (with warm workers on this machine, in the worker that then runs the lane's first op)
-    todo = [op for op in cfg.ops if cfg.rerun or not journal.is_complete(op)]
-    first = todo[0] if todo else None
+    # the lock first: a second runner on a live run dir is refused before it starts
+    # anything, and what a killed runner left running is killed before the checks and
+    # the preflight use the devices (a refused run then leaves the dir as it was)
     try:
-        if first is not None:
-            if executor is None:  # the other lanes' warm workers import meanwhile
-                for device in cfg.devices[1:len(todo)]:
-                    prestart(runner.request_factory(first, device, cfg.dtypes))
-            collect(runner.request_factory(first, cfg.devices[0] if executor is None else 0, cfg.dtypes), say=_say,
-                    warm=executor is None)
-        try:
-            journal.lock()
-        except OSError as exc:
-            raise os_error(exc, "--out", out) from None
-        try:
-            summary = runner.run()
-        finally:
-            journal.unlock()
+        journal.lock()
+    except OSError as exc:
+        raise os_error(exc, "--out", out) from None
+    started = False
+    try:
+        reap_leftovers(str(journal.root))
+        cfg, executor = build_config(args, out, journal, replay_dir, replay_ident, given)
+        runner = BatchRunner(cfg, journal, executor=executor,
+                             progress=make_progress(sys.stdout, False if args.plain else None))
+        _preflight(runner, cfg, journal, executor)
+        started = True
+        return runner.run().exit_code
     finally:
+        journal.unlock(undo=not started)
         close_parked()
-    return summary.exit_code
+
+
+def _preflight(runner, cfg, journal, executor) -> None:
+    """One collection of the first op still to run, as its child would run it (the first
+    lane's device; with Ray, here on the driver, device 0); a usage error stops the run
+    before anything is written (with warm workers on this machine, in the worker that then
+    runs the lane's first op, the other lanes' workers importing meanwhile)."""
+    from ..op.lane import prestart
+    from ..op.preflight import collect
+
+    todo = [op for op in cfg.ops if cfg.rerun or not journal.is_complete(op)]
+    if not todo:
+        return
+    first = todo[0]
+    if executor is None:
+        for device in cfg.devices[1:len(todo)]:
+            prestart(runner.request_factory(first, device, cfg.dtypes))
+    collect(runner.request_factory(first, cfg.devices[0] if executor is None else 0, cfg.dtypes), say=_say,
+            warm=executor is None)
 
 
 def _say(line: str) -> None:
