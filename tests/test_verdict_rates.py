@@ -1,0 +1,133 @@
+"""bench/verdict_rates.py: how often `opscreen compare` calls rows changed, on real run dirs
+(tests/fixtures: an H200 run and FlagGems' own record log) against themselves and against
+copies bench/inject.py changed by a known factor."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from benchload import load_bench
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+WORKER_AB = FIXTURES / "worker_ab"
+ABS_LOG = FIXTURES / "flaggems-h200" / "abs_record.log"
+
+
+@pytest.fixture(scope="module")
+def vr():
+    return load_bench("verdict_rates")
+
+
+@pytest.fixture(scope="module")
+def inj():
+    return load_bench("inject")
+
+
+def rates(vr, argv, tmp_path) -> dict:
+    out = tmp_path / "rates.json"
+    assert vr.main([*map(str, argv), "--json", str(out)]) == 0
+    return json.loads(out.read_text())
+
+
+def test_a_run_against_itself_calls_nothing(vr, tmp_path, capsys):
+    run = WORKER_AB / "op"
+    before = sorted(run.rglob("*"))
+    rep = rates(vr, [run, run], tmp_path)
+    assert rep["rows_in_both"] == 30
+    for cell, t in rep["rates"].items():
+        assert t["called"]["n"] == 0 and t["other"]["n"] == 0, cell
+        assert t["same"]["n"] + t["unresolved"]["n"] == t["rows"]
+    # flatten (a view: 0.2 % rsd on 8 ns, band over 5 %) is unresolved, norm's graph rows same
+    assert rep["rates"]["all"]["unresolved"]["n"] == 15 and rep["rates"]["graph"]["rows"] == 30
+    assert rep["rates"]["<10us"]["rows"] + rep["rates"][">=10us"]["rows"] == 30
+    assert "power" not in rep and sorted(run.rglob("*")) == before  # nothing written into the run
+    assert "called    0 (  0.0 %" in capsys.readouterr().out
+
+
+def test_every_injected_graph_row_is_called_slower(vr, inj, tmp_path, capsys):
+    a, b = WORKER_AB / "op", tmp_path / "b"
+    assert inj.main([str(a), str(b), "--factor", "1.5", "--timer", "graph", "--min-us", "1"]) == 0
+    capsys.readouterr()
+    rep = rates(vr, [a, b, "--injected", b / "injected.json"], tmp_path)
+    p = rep["power"]
+    assert p["injected"] == 15 and p["expected"] == "slower" and p["not_measured_in_both"] == 0
+    g = p["rates"]["graph"]
+    assert g["rows"] == 15 and g["verdicts"] == {"slower": 15} and g["called"]["pct"] == 100.0
+    assert p["rates"]["graph, <10us"]["rows"] + p["rates"]["graph, >=10us"]["rows"] == 15
+    assert all(t["called"]["n"] == 0 for t in rep["not_injected"].values())  # flatten: not injected, not called
+    assert rep["rates"]["all"]["verdicts"]["slower"] == 15
+    text = capsys.readouterr().out
+    assert "power 100.0 %" in text and "rows not injected (false calls):" in text
+
+
+def test_an_injected_row_inside_its_noise_is_unresolved_not_same(vr, inj, tmp_path):
+    a, b = WORKER_AB / "op", tmp_path / "b"
+    assert inj.main([str(a), str(b), "--factor", "1.5", "--ops", "flatten"]) == 0
+    p = rates(vr, [a, b, "--injected", b / "injected.json"], tmp_path)["power"]
+    assert p["rates"]["all"]["verdicts"] == {"unresolved": 15}
+
+
+def test_threshold_rows_and_a_faster_injection(vr, inj, tmp_path):
+    """FlagGems' own record log (no timer, no noise: compare's 3 % threshold): x1.05 is
+    called slower on every row, x0.9 faster, all in the 'other timers' group."""
+    a = tmp_path / "a"
+    (a / "ops" / "abs").mkdir(parents=True)
+    shutil.copy(ABS_LOG, a / "ops" / "abs" / "record.log")
+    for factor, verdict in (("1.05", "slower"), ("0.9", "faster")):
+        b = tmp_path / f"b{factor}"
+        assert inj.main([str(a), str(b), "--factor", factor]) == 0
+        rep = rates(vr, [a, b, "--injected", b / "injected.json"], tmp_path)
+        p = rep["power"]
+        assert p["expected"] == verdict and p["rates"]["other timers"]["verdicts"] == {verdict: 15}
+        assert "graph" not in p["rates"] and rep["not_injected"] == {}
+
+
+def test_other_verdicts_are_counted_by_name(vr):
+    """A verdict the enum gains later for rows measured in both (a "pick") is "other", by name."""
+    def row(verdict, timer="graph", lib=0.005, b_timer=None):
+        return SimpleNamespace(verdict=SimpleNamespace(value=verdict), a_timer=timer, b_timer=b_timer or timer,
+                               a_torch_ms=0.02, a_lib_ms=lib)
+
+    t = vr.tally([row("slower"), row("pick"), row("pick", lib=0.5), row("same", "graph|graph-fallback:capture"),
+                  row("unresolved", lib=None), row("faster", b_timer="graph|graph-fallback:capture")])
+    assert t["all"]["rows"] == 6 and t["all"]["other"] == {"n": 2, "pct": 33.33} and t["all"]["called"]["n"] == 2
+    assert t["graph, <10us"]["verdicts"] == {"slower": 1, "pick": 1}
+    assert t["other timers"]["verdicts"] == {"same": 1, "faster": 1}
+    assert t["graph, size unknown"]["unresolved"]["n"] == 1
+    assert list(t)[0] == "all" and "pick 2" in vr.rate_line("all", t["all"])
+
+
+def identity_run(tmp_path: Path, name: str, isolation: str) -> Path:
+    run = tmp_path / name
+    shutil.copytree(WORKER_AB / "op", run)
+    (run / "run_identity.json").write_text(json.dumps({
+        "schema": "opscreen.identity/1", "kind": "run",
+        "caliber": {"timer": "graph", "level": "core", "shape_mode": "upstream", "isolation": isolation}}))
+    return run
+
+
+def test_runs_measured_differently_are_refused_unless_allowed(vr, tmp_path, capsys):
+    a, b = identity_run(tmp_path, "a", "op"), identity_run(tmp_path, "b", "worker")
+    assert vr.main([str(a), str(b)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("verdict_rates: ") and "--allow-mismatch isolation" in err and len(err.splitlines()) == 1
+    rep = rates(vr, [a, b, "--allow-mismatch", "isolation"], tmp_path)
+    assert rep["allowed"] == ["isolation"] and rep["rows_in_both"] == 30
+
+
+@pytest.mark.parametrize("case", ["missing_run", "bad_injected", "unknown_field"])
+def test_bad_input_exits_2(vr, tmp_path, capsys, case):
+    run = WORKER_AB / "op"
+    argv = {"missing_run": [str(tmp_path / "nope"), str(run)],
+            "bad_injected": [str(run), str(run), "--injected", str(tmp_path / "x.json")],
+            "unknown_field": [str(run), str(run), "--allow-mismatch", "colour"]}[case]
+    (tmp_path / "x.json").write_text("{}")
+    assert vr.main(argv + ["--json", str(tmp_path / "out.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("verdict_rates: ") and len(err.splitlines()) == 1
+    assert not (tmp_path / "out.json").exists()
