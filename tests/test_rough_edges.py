@@ -125,3 +125,50 @@ def test_a_refused_new_run_leaves_no_run_dir(faults):
     out = faults.tmp / "new" / "run"
     one_line(faults.run(out, "--ops", "ok_a", "--devices", "0", "--", "--bogus"), "--bogus")
     assert not (faults.tmp / "new").exists()
+
+
+# -- item 4: tracebacks become one line; report writes nothing into its input before it fails ---
+
+
+def cli(*args, cwd=None, env=None):
+    from conftest import run_cli
+
+    return run_cli(*args, cwd=cwd, env=env, timeout=120)
+
+
+def test_summary_and_report_outputs_that_cannot_be_written(faults):
+    out = faults.tmp / "run"
+    res = faults.run(out, "--ops", "ok_a", "--devices", "0", "--timeout", "30")
+    assert res.returncode == 0, res.stdout + res.stderr
+    a_file = faults.tmp / "a_file"
+    a_file.write_text("keep me\n")
+    before = snapshot(out)
+
+    one_line(cli("summary", out, "--out", a_file), str(a_file), "not a directory")
+    one_line(cli("summary", out, "--out", ""), "--out ''")
+    one_line(cli("report", out, "--out", faults.tmp), "is a directory", "report.html")
+    one_line(cli("report", out, "--out", ""), "--out ''")
+    assert a_file.read_text() == "keep me\n"
+    assert snapshot(out) == before  # no summary.csv / summary.json left in the input
+
+    (out / "ops_status.csv").write_bytes(b"\xff\xfe\x00binary")
+    one_line(cli("summary", out), "ops_status.csv is damaged", "not UTF-8", f"opscreen run --out {out}")
+    assert not (out / "summary.json").exists()
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["--out", "DIR"], ["is a directory", "inventory.yaml"]),
+    (["--out", ""], ["--out ''"]),
+    (["--timeout", "1e308"], ["--timeout", "at most 31536000"]),
+], ids=["out-dir", "out-empty", "huge-timeout"])
+def test_inventory_refuses_before_it_collects(tmp_path, args, needles):
+    args = [str(tmp_path) if a == "DIR" else a for a in args]
+    one_line(cli("inventory", *args, cwd=tmp_path), *needles)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", [["run", "--ops", "abs", "--plain"], ["op", "abs"]], ids=["run", "op"])
+@pytest.mark.parametrize("flag", ["--timeout", "--grace"])
+def test_waits_too_long_for_a_timer_are_refused(tmp_path, command, flag):
+    one_line(cli(*command, "--backend", "cpu", flag, "1e308", cwd=tmp_path), f"{flag} 1e+308", "at most")
+    assert list(tmp_path.iterdir()) == []

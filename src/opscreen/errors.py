@@ -98,6 +98,19 @@ def check_writable_dir(path: str | os.PathLike, flag: str) -> Path:
     return p
 
 
+def check_out_file(value: str | os.PathLike, flag: str, example: str = "NAME") -> Path:
+    """``value`` (given) can be the output file: not empty, not a directory, in a folder
+    that exists or can be made on a file system that takes writes. Nothing is created;
+    a :class:`UsageError` names what is in the way."""
+    check_given(str(value), flag, "give the file to write")
+    p = Path(value).expanduser().absolute()
+    check_path(p, flag)
+    if p.is_dir():
+        raise UsageError(f"{flag} {_path(value)} is a directory: give the file to write (e.g. {_path(p / example)})")
+    check_writable_dir(p.parent, flag)
+    return p
+
+
 def os_error(exc: OSError, flag: str, path: str | os.PathLike) -> UsageError:
     """The one-line :class:`UsageError` for an output path the system refused."""
     return UsageError(f"{flag} {_path(path)}: {exc.strerror or exc}; choose another {flag}")

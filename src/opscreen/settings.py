@@ -97,20 +97,25 @@ def parse_dtypes(value: str | list[str] | None) -> list[str] | None:
 # -- validators (each raises a one-line UsageError) --------------------------------------
 
 
+#: The longest wait a setting may ask for (a year): longer ones overflow the system's
+#: timers (``selectors`` turns 1e308 s into an OverflowError) and mean "never" anyway.
+MAX_SECONDS = 365 * 24 * 3600
+
+
 def check_timeout(value: float | None, name: str = "--timeout") -> float | None:
-    """A finite number of seconds > 0 (None: no limit)."""
+    """A finite number of seconds > 0, at most MAX_SECONDS (None: no limit)."""
     if value is not None:
         value = _float(value, name, "give a positive number of seconds")
-        if not (math.isfinite(value) and value > 0):
-            raise UsageError(f"{name} {value}: give a positive number of seconds")
+        if not (math.isfinite(value) and 0 < value <= MAX_SECONDS):
+            raise UsageError(f"{name} {value}: give a positive number of seconds, at most {MAX_SECONDS} (a year)")
     return value
 
 
 def check_grace(value: float, name: str = "--grace") -> float:
-    """A finite number of seconds >= 0."""
+    """A finite number of seconds >= 0, at most MAX_SECONDS."""
     value = _float(value, name, "give a number of seconds >= 0")
-    if not (math.isfinite(value) and value >= 0):
-        raise UsageError(f"{name} {value}: give a number of seconds >= 0")
+    if not (math.isfinite(value) and 0 <= value <= MAX_SECONDS):
+        raise UsageError(f"{name} {value}: give a number of seconds >= 0, at most {MAX_SECONDS} (a year)")
     return value
 
 

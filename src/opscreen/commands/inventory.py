@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from ..errors import UsageError
+from ..errors import UsageError, check_out_file
 
 NAME = "inventory"
 HELP = "list the ops (markers) of one or more suite checkouts, scan verified by pytest collection"
@@ -93,6 +93,8 @@ def run(args) -> int:
     from ..settings import check_timeout
 
     check_timeout(args.timeout)
+    if args.out is not None:  # before the collection (seconds to minutes) rather than after it
+        check_out_file(args.out, "--out", "inventory.yaml")
     jobs = args.jobs if args.jobs is not None else min(4, os.cpu_count() or 1)
     if jobs < 1:
         raise UsageError("--jobs must be at least 1")

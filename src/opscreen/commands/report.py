@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ..errors import check_out_file, check_writable_dir
 from ..results.compare import MUST_MATCH, check_caliber, compare_summaries, parse_allow
 from ..results.report import write_report
 from ..results.summary import load_or_build, write_summary
@@ -35,9 +36,32 @@ def add_arguments(p) -> None:
     add_noise_k_argument(p)
 
 
+def _out_file(args) -> Path:
+    """The HTML file to write, checked before anything is read or written: ``--out``, else
+    RUN_DIR/report.html (beside the summary.json when RUN_DIR names one)."""
+    if args.out is not None:
+        return check_out_file(args.out, "--out", "report.html")
+    p = Path(args.run_dir)
+    out = (p.parent if p.is_file() else p) / "report.html"
+    if p.is_dir():
+        check_writable_dir(p, "--out")
+    return out
+
+
+def _cache(summary) -> None:
+    """Keep a summary built for the report beside its run (summary.csv, summary.json), as
+    ``opscreen summary`` would; a run dir that cannot be written keeps none, and says so."""
+    try:
+        write_summary(summary)
+    except OSError as exc:
+        sys.stderr.write(f"opscreen report: the summary of {summary.path} was not kept there "
+                         f"({exc.strerror or exc}); the report is written\n")
+
+
 def run(args) -> int:
     allow = parse_allow(args.allow_mismatch)
     max_band = percent(args.max_band) / 100.0
+    out = _out_file(args)
     # nothing is written before the caliber check: a refused comparison leaves both runs as they were
     s, s_built = load_or_build(args.run_dir, rebuild=args.rebuild)
     comparison = None
@@ -49,12 +73,11 @@ def run(args) -> int:
             sys.stderr.write(f"opscreen report: {chk.refusal_text()}\n")
             return 2
         comparison = compare_summaries(a, s, k=args.noise_k, check=chk, max_band=max_band)
-    for summary, built in ((s, s_built), (a, a_built)):
-        if built:
-            write_summary(summary)
     s.max_band = max_band
     s.noise_k = args.noise_k
-    out = Path(args.out) if args.out else (s.path or Path(args.run_dir)) / "report.html"
-    write_report(s, out, comparison)
+    write_report(s, out, comparison)  # the report first: a failure leaves the inputs as they were
+    for summary, built in ((s, s_built), (a, a_built)):
+        if built:
+            _cache(summary)
     print(f"wrote {out}")
     return 0

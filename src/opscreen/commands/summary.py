@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+from ..errors import check_given, check_writable_dir
 from ..results.summary import build_summary, format_summary, write_summary
 from ._common import add_max_band_argument, add_noise_k_argument, percent
 
@@ -28,6 +30,10 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     max_band = percent(args.max_band) / 100.0
+    check_given(args.out, "--out", "give the folder to write summary.csv and summary.json in (default: RUN_DIR)")
+    out = args.out if args.out is not None else (args.run_dir if Path(args.run_dir).is_dir() else None)
+    if out is not None:  # before the run is read
+        check_writable_dir(out, "--out")
     s = build_summary(args.run_dir)
     s.max_band = max_band
     s.noise_k = args.noise_k

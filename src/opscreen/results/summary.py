@@ -288,6 +288,10 @@ def _read_ops_status(root: Path) -> dict[str, dict]:
                     out[rec["op"]] = rec
     except OSError:
         pass
+    except (UnicodeDecodeError, csv.Error) as exc:  # damaged: one line, and how to get it back
+        why = (f"not UTF-8 text (byte 0x{exc.object[exc.start:exc.start + 1].hex()} at offset {exc.start})"
+               if isinstance(exc, UnicodeDecodeError) else f"not CSV ({exc})")
+        raise UsageError(f"{p} is damaged: {why}; a resume rewrites it from the op dirs: opscreen run --out {root}") from None
     return out
 
 
