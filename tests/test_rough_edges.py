@@ -172,3 +172,42 @@ def test_inventory_refuses_before_it_collects(tmp_path, args, needles):
 def test_waits_too_long_for_a_timer_are_refused(tmp_path, command, flag):
     one_line(cli(*command, "--backend", "cpu", flag, "1e308", cwd=tmp_path), f"{flag} 1e+308", "at most")
     assert list(tmp_path.iterdir()) == []
+
+
+# -- item 5: a damaged record is damaged in the summary, not passed ----------------------------
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "missing"])
+def test_summary_of_a_damaged_result_says_damaged(faults, damage):
+    import json
+
+    out = faults.tmp / "run"
+    res = faults.run(out, "--ops", "ok_a,ok_b", "--devices", "0", "--timeout", "30")
+    assert res.returncode == 0, res.stdout + res.stderr
+    result = out / "ops" / "ok_a" / "result.json"
+    text = result.read_text()
+    if damage == "missing":
+        result.unlink()
+    else:
+        result.write_text(text[: len(text) // 2] if damage == "truncated" else "")
+    res = cli("summary", out)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "Traceback" not in res.stderr
+    assert res.stderr.strip().splitlines() == [res.stderr.strip()], res.stderr
+    assert "ok_a: result.json is" in res.stderr and "run it again" in res.stderr
+    ops = {o["op"]: o for o in json.loads((out / "summary.json").read_text())["ops"]}
+    assert ops["ok_a"]["status"] == "damaged" and "result.json is" in ops["ok_a"]["error"]
+    assert ops["ok_b"]["status"] == "passed"
+
+
+def test_summary_of_a_run_whose_identity_is_damaged_is_refused(faults):
+    out = faults.tmp / "run"
+    res = faults.run(out, "--ops", "ok_a", "--devices", "0", "--timeout", "30")
+    assert res.returncode == 0, res.stdout + res.stderr
+    ident = out / "run_identity.json"
+    ident.write_text(ident.read_text()[:200])
+    before = snapshot(out)
+    one_line(cli("summary", out), "run_identity.json is truncated or not JSON", "cannot be summarised")
+    assert snapshot(out) == before
+    res = faults.run(out)
+    assert res.returncode == 2 and "run_identity.json is damaged" in res.stderr  # as the runner says

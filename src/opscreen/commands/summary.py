@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from ..errors import check_given, check_writable_dir
-from ..results.summary import build_summary, format_summary, write_summary
+from ..results.summary import DAMAGED, build_summary, format_summary, write_summary
 from ._common import add_max_band_argument, add_noise_k_argument, percent
 
 NAME = "summary"
@@ -38,11 +39,15 @@ def run(args) -> int:
     s.max_band = max_band
     s.noise_k = args.noise_k
     csv_path, json_path = write_summary(s, args.out)
+    damaged = [o for o in s.ops if o.status == DAMAGED]
+    for o in damaged:  # the summary says so; the exit status too
+        sys.stderr.write(f"opscreen summary: {o.op}: {o.error}\n")
+    rc = 1 if damaged else 0
     if args.json:
         head = json.loads(s.to_json_text())
         head.pop("rows", None)
         print(json.dumps(head, indent=2))
-        return 0
+        return rc
     print(format_summary(s))
     print(f"wrote {csv_path} and {json_path.name}")
-    return 0
+    return rc

@@ -295,6 +295,42 @@ def _read_ops_status(root: Path) -> dict[str, dict]:
     return out
 
 
+DAMAGED = "damaged"  # an op whose record (result.json) is there, or should be, and cannot be read
+
+
+def json_damage(path: Path, contract: contracts.Contract, need_status: bool = False) -> str | None:
+    """Why the record ``path`` cannot be read although it is there (None: it reads, or there is none)."""
+    name = path.name
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"{name} is unreadable ({exc.strerror or exc})"
+    if not data.strip():
+        return f"{name} is empty"
+    try:
+        obj = contracts.upgrade(contract, json.loads(data.decode("utf-8")), name)
+    except ValueError:  # UnicodeDecodeError too
+        return f"{name} is truncated or not JSON ({len(data)} bytes)"
+    except contracts.Damaged as exc:
+        return str(exc)
+    if need_status and not (isinstance(obj.get("status"), str) and obj["status"]):
+        return f"{name} holds no status"
+    return None
+
+
+def _record_damage(op_dir: Path) -> str | None:
+    """Why an op's result is lost: its result.json is damaged, or missing beside the batch
+    runner's ``.complete`` marker; None when it reads (or the op never finished)."""
+    p = op_dir / "result.json"
+    if not os.path.lexists(p):
+        why = "result.json is missing beside its .complete marker" if (op_dir / ".complete").exists() else None
+    else:
+        why = json_damage(p, contracts.RESULT, need_status=True)
+    return f"{why}: the op's record is damaged, run it again (a resume of its run does)" if why else None
+
+
 def _f(v: Any) -> float | None:
     try:
         x = float(v)
@@ -391,6 +427,8 @@ def _summarize_op(
     ident = ident if isinstance(ident, dict) else {}
     line = status_line or {}
     status = _s(line.get("status")) or _s(result.get("status")) or ("incomplete" if op_dir is not None else "unknown")
+    damage = _record_damage(op_dir) if op_dir is not None else None
+    status = DAMAGED if damage else status
     cal = ident.get("caliber") or {}
     rcal = run_identity.get("caliber") or {}
     backend = _s(result.get("backend")) or _s(line.get("backend")) or _s(cal.get("backend")) or _s(rcal.get("backend"))
@@ -402,7 +440,7 @@ def _summarize_op(
     info = OpSummary(
         op=op,
         status=status,
-        error=_s(line.get("error")) or _s(result.get("error")),
+        error=damage or _s(line.get("error")) or _s(result.get("error")),
         duration_s=_f(line.get("duration_s")) if line.get("duration_s") not in (None, "") else _f(result.get("duration_s")),
         attempts=_i(line.get("attempts")) if line.get("attempts") not in (None, "") else _i(result.get("attempts")),
         backend=backend,
@@ -619,6 +657,10 @@ def test_name(node: str | None) -> str:
 def build_summary(path: str | Path) -> Summary:
     """Read a run directory or an op directory into a :class:`Summary`."""
     kind, root, op_dirs = resolve_run(path)
+    why = json_damage(root / "run_identity.json", contracts.RUN_IDENTITY) if kind == "run" else None
+    if why:  # as `opscreen run` refuses to resume it
+        raise UsageError(f"{root}: {why}; it held the run's settings and caliber, so the run cannot be summarised "
+                         f"as measured (each op dir still can: opscreen summary {root / 'ops' / 'OP'})")
     run_identity = contracts.read(contracts.RUN_IDENTITY, root / "run_identity.json")
     run_identity = run_identity if isinstance(run_identity, dict) else {}
     status_lines = _read_ops_status(root) if kind == "run" else {}
