@@ -211,3 +211,26 @@ def test_summary_of_a_run_whose_identity_is_damaged_is_refused(faults):
     assert snapshot(out) == before
     res = faults.run(out)
     assert res.returncode == 2 and "run_identity.json is damaged" in res.stderr  # as the runner says
+
+
+# -- item 6: a result.json whose schema is no version runs again ------------------------------
+
+
+@pytest.mark.parametrize("schema", ["one", 1.5, None, 0])
+def test_a_result_whose_schema_is_no_version_runs_again(faults, schema):
+    import json
+
+    out = faults.tmp / "run"
+    res = faults.run(out, "--ops", "ok_a,ok_b", "--devices", "0", "--timeout", "30")
+    assert res.returncode == 0, res.stdout + res.stderr
+    result = out / "ops" / "ok_a" / "result.json"
+    obj = json.loads(result.read_text())
+    obj["schema"] = schema
+    result.write_text(json.dumps(obj))
+    res = faults.run(out)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "ok_a: result.json has schema" in res.stdout and "it runs again" in res.stdout
+    assert faults.runs("ok_a") == 2 and faults.runs("ok_b") == 1
+    rows = status_rows(out)
+    assert rows["ok_a"]["status"] == "passed" and rows["ok_a"]["attempts"] == "1"
+    assert json.loads(result.read_text())["schema"] == 1

@@ -117,6 +117,17 @@ def run_dir_holding(path: os.PathLike | str) -> Path | None:
     return None
 
 
+def result_problem(path: os.PathLike | str) -> str | None:
+    """Why an op's ``result.json`` is no result (:func:`json_problem`, or a ``schema``
+    that is no version: ``contracts.read`` would give nothing); None when it is one."""
+    problem = json_problem(path, ("status",))
+    if problem is None:
+        obj = read_json(path) or {}
+        if contracts.version_of(contracts.RESULT, obj) is None:
+            problem = f"has {contracts.RESULT.label} {obj.get(contracts.RESULT.field)!r}, which is no version"
+    return problem
+
+
 @dataclass
 class OpRecord:
     """One row of ops_status.csv."""
@@ -262,7 +273,7 @@ class Journal:
             return done
         for d in sorted(self.ops_root.iterdir()):
             marker = d / COMPLETE
-            if not marker.is_file() or json_problem(d / RESULT, ("status",)) is not None:
+            if not marker.is_file() or result_problem(d / RESULT) is not None:
                 continue
             mark = read_json(marker) or {}
             result = contracts.read(contracts.RESULT, d / RESULT) or {}  # a newer one raises
@@ -282,7 +293,7 @@ class Journal:
             marker = d / COMPLETE
             if not marker.is_file():
                 continue
-            problem = json_problem(d / RESULT, ("status",))
+            problem = result_problem(d / RESULT)
             if problem is None:
                 continue
             op = (read_json(marker) or {}).get("op") or d.name
