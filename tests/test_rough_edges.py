@@ -234,3 +234,22 @@ def test_a_result_whose_schema_is_no_version_runs_again(faults, schema):
     rows = status_rows(out)
     assert rows["ok_a"]["status"] == "passed" and rows["ok_a"]["attempts"] == "1"
     assert json.loads(result.read_text())["schema"] == 1
+
+
+# -- item 7: merge --out inside an input is refused --------------------------------------------
+
+
+def test_merge_into_one_of_its_inputs_is_refused(faults):
+    shards = []
+    for i in range(2):
+        out = faults.tmp / f"shard-{i}"
+        res = faults.run(out, "--ops", "ok_a,ok_b,ok_c", "--shard", f"{i}/2", "--devices", "0", "--timeout", "30")
+        assert res.returncode == 0, res.stdout + res.stderr
+        shards.append(out)
+    before = [snapshot(s) for s in shards]
+    for where in (shards[0] / "ops" / "merged", shards[1] / "merged", shards[0] / "ops" / "x" / "y"):
+        one_line(cli("merge", *shards, "--out", where), "lies inside the input run dir", "outside the inputs")
+        assert [snapshot(s) for s in shards] == before
+        assert not where.exists()
+    res = cli("merge", *shards, "--out", faults.tmp / "merged")  # beside them it merges
+    assert res.returncode == 0, res.stdout + res.stderr

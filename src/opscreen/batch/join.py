@@ -37,7 +37,7 @@ from pathlib import Path
 
 from .. import contracts
 from .. import settings as S
-from ..errors import UsageError, check_path
+from ..errors import UsageError, check_path, check_writable_dir
 from ..fsio import fsync_dir, utcnow
 from .journal import IDENTITY, Journal, OpRecord, status_records
 
@@ -186,8 +186,15 @@ def join_runs(inputs: list[Path], out: Path) -> Merged:
     out = out.expanduser().absolute()
     if out.exists() or out.is_symlink():
         raise UsageError(f"--out {out} exists: merge into a new directory")
+    check_writable_dir(out, "--out")  # a read-only place: one line, exit 2, before the inputs are read
     parts = [read_part(p) for p in inputs]
     check_parts(parts)
+    real = out.resolve()
+    for p in parts:
+        root = Path(p.root).resolve()
+        if real == root or root in real.parents:
+            raise UsageError(f"--out {out} lies inside the input run dir {p.root}: a run there would delete it "
+                             "(or mix it with the run's own files); merge into a directory outside the inputs")
     incomplete = {p.root: len(set(p.settings.get("ops") or []) - set(p.done)) for p in parts}
     incomplete = {k: v for k, v in incomplete.items() if v}
     complete = not incomplete and all(p.identity.get("state") == "finished" for p in parts)
