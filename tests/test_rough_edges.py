@@ -253,3 +253,34 @@ def test_merge_into_one_of_its_inputs_is_refused(faults):
         assert not where.exists()
     res = cli("merge", *shards, "--out", faults.tmp / "merged")  # beside them it merges
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+# -- item 8: a resume removes the temp dirs its killed predecessor left ------------------------
+
+
+def test_a_resume_removes_the_temp_dirs_of_its_killed_runner_only(faults):
+    from test_batch_resume import sigkill_when_children_run
+
+    from opscreen.op import scratch
+
+    tmp = faults.tmp / "tmp"
+    tmp.mkdir()
+    env = {"TMPDIR": str(tmp), "OPSCREEN_ISOLATION": "worker"}
+    out = faults.tmp / "run"
+    proc = faults.popen(out, "--ops", "hang,ok_a", "--devices", "0", "--timeout", "120", env=env)
+    sigkill_when_children_run(proc, faults.state / "pids", 2)  # the worker's hang test + its sleep
+    tag = scratch.run_tag(out)
+    left = sorted(p.name for p in tmp.glob(f"opscreen-worker-run{tag}-*"))
+    assert left, f"the killed runner's worker left no temp dir: {sorted(p.name for p in tmp.iterdir())}"
+    # a preflight's, as a SIGKILL during the collection leaves it; another run's; an `opscreen op`'s
+    others = [tmp / f"opscreen-worker-run{scratch.run_tag(faults.tmp / 'other')}-abc", tmp / "opscreen-worker-abc",
+              tmp / "opscreen-preflight-xyz"]
+    mine = tmp / f"opscreen-preflight-run{tag}-xyz"
+    for d in others + [mine]:
+        d.mkdir()
+        (d / "run.log").write_text("log\n")
+    res = faults.run(out, "--ops", "ok_a", "--devices", "0", "--timeout", "20", env=env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert not list(tmp.glob(f"opscreen-*-run{tag}-*")), sorted(p.name for p in tmp.iterdir())
+    assert all(d.is_dir() for d in others)
+    faults.assert_no_leftovers(wait=2)

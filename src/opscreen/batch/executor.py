@@ -38,9 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
+from ..op.scratch import RUN_MARK
 from .lanes import LaneRunner, RunnerFactory
 
-MARK_ENV = "OPSCREEN_BATCH_RUN"
+MARK_ENV = RUN_MARK  # "OPSCREEN_BATCH_RUN"
 
 
 @dataclass

@@ -149,6 +149,7 @@ def run(args) -> int:
     from ..batch.progress import make_progress
     from ..batch.resume import load_settings
     from ..batch.session import BatchRunner
+    from ..op import scratch
     from ..op.lane import close_parked, worker_bounds
 
     S.check_given_values(args, S.RUN)
@@ -169,6 +170,7 @@ def run(args) -> int:
     started = False
     try:
         reap_leftovers(str(journal.root))
+        scratch.remove_leftovers(journal.root)  # the temp dirs of a killed runner's workers and preflight
         cfg, executor = build_config(args, out, journal, replay_dir, replay_ident, given)
         runner = BatchRunner(cfg, journal, executor=executor,
                              progress=make_progress(sys.stdout, False if args.plain else None))

@@ -38,6 +38,7 @@ from typing import Callable
 from ..child.config import ENV_CONFIG, ENV_SPAWNED_AT
 from ..child.worker import ENV_DEVICE_TYPE, ENV_KEEP, ENV_PREIMPORT, ENV_SUITE_ROOT
 from ..settings import worker_bounds as settings_worker_bounds
+from . import scratch
 from .request import OpOutcome, OpRequest
 from .worker import Worker
 
@@ -181,7 +182,7 @@ def start_worker(req: OpRequest, env_for: Callable[[Path], dict], shim_for, key:
     if key is None:
         key = worker_key(req, env_for(Path(os.devnull)))
     return Worker(req.suite.python, spawn_env, req.suite.root, key, shim_for,
-                  cpus=req.cpuset.cpus if req.cpuset else None)
+                  cpus=req.cpuset.cpus if req.cpuset else None, tmp_prefix=scratch.prefix("worker", req.env))
 
 
 def worker_for_request(req: OpRequest) -> Worker:

@@ -48,6 +48,7 @@ from typing import Callable
 
 from ..errors import UsageError, check_path
 from ..procgroup import run_capture
+from . import scratch
 
 IMPORT_TIMEOUT = 60.0  # s: starting the interpreter and importing pytest
 COLLECT_TIMEOUT = 180.0  # s: one collection, the suite's library import included
@@ -176,7 +177,7 @@ def _collect(req, say: Callable[[str], None], worker) -> None:
     )
     stop = threading.Event()
     try:
-        with tempfile.TemporaryDirectory(prefix="opscreen-preflight-") as tmp, _stop_on_signals(stop):
+        with tempfile.TemporaryDirectory(prefix=scratch.prefix("preflight", req.env)) as tmp, _stop_on_signals(stop):
             outcome = run_once(probe, Path(tmp), stop=stop, launcher=worker or FRESH)
             log = Path(tmp) / "run.log"
             lines = log.read_text(encoding="utf-8", errors="replace").splitlines() if log.is_file() else []

@@ -48,9 +48,9 @@ class Worker:
     isolation = "worker"
 
     def __init__(self, python: str, env_for: Callable[[Path], Mapping[str, str]], cwd: str | os.PathLike, key: tuple,
-                 shim_for: Callable[[Path], Path], cpus: Sequence[int] | None = None):
+                 shim_for: Callable[[Path], Path], cpus: Sequence[int] | None = None, tmp_prefix: str = "opscreen-worker-"):
         self.key = key
-        self.tmp = Path(tempfile.mkdtemp(prefix="opscreen-worker-"))
+        self.tmp = Path(tempfile.mkdtemp(prefix=tmp_prefix))  # scratch.prefix: a resume removes its run's
         self.shim = shim_for(self.tmp)  # outlives every op dir: the plugins are imported again for each op
         env = env_for(self.shim)
         self.ops = 0  # requests sent (the ops'; a preflight collection's is not counted)
