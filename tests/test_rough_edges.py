@@ -284,3 +284,47 @@ def test_a_resume_removes_the_temp_dirs_of_its_killed_runner_only(faults):
     assert not list(tmp.glob(f"opscreen-*-run{tag}-*")), sorted(p.name for p in tmp.iterdir())
     assert all(d.is_dir() for d in others)
     faults.assert_no_leftovers(wait=2)
+
+
+# -- item 9: ops_status.csv of an interrupted run lists every op of the screen -----------------
+
+
+def test_an_interrupted_run_lists_its_interrupted_and_unrun_ops(faults):
+    import json
+    import signal
+    import time
+
+    from test_batch_faults import reaped
+
+    out = faults.tmp / "run"
+    ops = ["ok_a", "ok_b", "hang", "ok_c", "ok_d"]
+    proc = faults.popen(out, "--ops", ",".join(ops), "--devices", "0", "--timeout", "120", "--grace", "0.5")
+    with reaped(proc):
+        deadline = time.monotonic() + 60
+        while faults.runs("hang") < 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert faults.runs("hang") == 1
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        stdout, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stdout
+    rows = status_rows(out)
+    assert set(rows) == set(ops)
+    complete = {op for op in ops if (out / "ops" / op / ".complete").is_file()}
+    assert rows["hang"]["status"] == "interrupted" and "resume" in rows["hang"]["error"]
+    for op in ops:
+        want = "passed" if op in complete else "interrupted" if op == "hang" else "not_run"
+        assert rows[op]["status"] == want, (op, rows[op])
+
+    res = cli("summary", out)
+    assert res.returncode == 0, res.stdout + res.stderr
+    seen = {o["op"]: o["status"] for o in json.loads((out / "summary.json").read_text())["ops"]}
+    assert seen == {op: rows[op]["status"] for op in ops}
+
+    # the resume runs what did not run (here without the op that hangs) and lists that
+    res = faults.run(out, "--ops", "ok_a,ok_b,ok_c,ok_d", "--devices", "0", "--timeout", "30")
+    assert res.returncode == 0, res.stdout + res.stderr
+    rows = status_rows(out)
+    assert set(rows) == {"ok_a", "ok_b", "ok_c", "ok_d"} and {r["status"] for r in rows.values()} == {"passed"}
+    assert all(faults.runs(op) == 1 for op in rows)
+    faults.assert_no_leftovers()

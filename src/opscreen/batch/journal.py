@@ -4,7 +4,8 @@ Layout (see docs/contracts.md)::
 
     RUN_DIR/.lock                 flock held by the live runner (one runner per run dir)
     RUN_DIR/run_identity.json     kind "run": caliber + batch settings
-    RUN_DIR/ops_status.csv        one row per finished (or dismissed) op, rewritten atomically
+    RUN_DIR/ops_status.csv        one row per op of the run (finished, dismissed, interrupted or
+                                  not_run), rewritten atomically
     RUN_DIR/ops/<op>/...          per-op outputs (run_op's files, attempts/, dtypes/)
     RUN_DIR/ops/<op>/.complete    written atomically, last: the op is done
 
@@ -412,12 +413,28 @@ def op_result(state, *, status: str, error: str | None, backend: str, node: str 
     return result
 
 
-def status_records(records: dict[str, OpRecord], dismissed: dict[str, str], backend: str) -> list[OpRecord]:
-    """The rows of ops_status.csv: the finished ops and the dismissed ones, by name."""
+NOT_RUN = "not_run"  # an op of the run that has not run (yet, or in a run that stopped)
+INTERRUPTED = "interrupted"  # an op the run stopped while it ran (a resume runs it again)
+UNFINISHED = (NOT_RUN, INTERRUPTED)  # rows without a result: never a .complete marker
+
+
+def status_records(records: dict[str, OpRecord], dismissed: dict[str, str], backend: str,
+                   planned: Iterable[str] = (), interrupted: dict[str, int] | None = None) -> list[OpRecord]:
+    """The rows of ops_status.csv, by name: the finished ops, the dismissed ones, and every
+    other op of the run (``planned``): ``interrupted`` (op -> attempts made) when the run
+    stopped while it ran, else ``not_run``; so the file describes the whole screen."""
     rows = dict(records)
     for op, reason in dismissed.items():
         if op not in rows:
             rows[op] = OpRecord(op, "dismissed", 0, None, None, backend, None, "", reason, "")
+    interrupted = interrupted or {}
+    for op in planned:
+        if op not in rows:
+            if op in interrupted:
+                rows[op] = OpRecord(op, INTERRUPTED, interrupted[op], None, None, backend, None, "",
+                                    "the run stopped while it ran; a resume runs it again", "")
+            else:
+                rows[op] = OpRecord(op, NOT_RUN, 0, None, None, backend, None, "", None, "")
     return [rows[k] for k in sorted(rows)]
 
 

@@ -465,8 +465,16 @@ class BatchRunner:
             note.append(rec.error[:160])
         self.progress.op_finished(task.op, status, result["device"], rec.duration_s, " | ".join(note))
 
-    def _write_status(self) -> None:
-        self.journal.write_status(status_records(self.records, self.cfg.dismissed, self.cfg.backend.name))
+    def _write_status(self, interrupted: dict[str, int] | None = None) -> None:
+        c = self.cfg
+        planned = list(dict.fromkeys([*(c.all_ops or []), *c.ops]))
+        self.journal.write_status(status_records(self.records, c.dismissed, c.backend.name, planned, interrupted))
+
+    def _interrupted(self) -> dict[str, int]:
+        """The ops this session started and did not finish because it stopped (op -> attempts)."""
+        if not (self.stopping or self.io_error is not None):
+            return {}
+        return {op: len(t.attempts) for op, t in self.tasks.items() if op not in self.records}
 
     # -- the end of the run ------------------------------------------------------------
     def _finish(self, todo: list[str]) -> BatchSummary:
@@ -479,7 +487,7 @@ class BatchRunner:
         recorded = True
         try:
             self.journal.write_identity(self.identity)
-            self._write_status()
+            self._write_status(self._interrupted())
         except OSError as exc:
             recorded = False
             if self.io_error is None:  # every op ran; only the last writes failed
