@@ -328,3 +328,70 @@ def test_an_interrupted_run_lists_its_interrupted_and_unrun_ops(faults):
     assert set(rows) == {"ok_a", "ok_b", "ok_c", "ok_d"} and {r["status"] for r in rows.values()} == {"passed"}
     assert all(faults.runs(op) == 1 for op in rows)
     faults.assert_no_leftovers()
+
+
+# -- item 10: small ones ------------------------------------------------------------------------
+
+
+def test_read_only_out_is_a_usage_error_for_summary_report_merge_and_inventory(faults):
+    import shutil
+
+    shards = []
+    for i in range(2):
+        out = faults.tmp / f"shard-{i}"
+        res = faults.run(out, "--ops", "ok_a,ok_b,ok_c", "--shard", f"{i}/2", "--devices", "0", "--timeout", "30")
+        assert res.returncode == 0, res.stdout + res.stderr
+        shards.append(out)
+    ro = faults.tmp / "ro"
+    ro.mkdir()
+    if shutil.which("unshare") is None or subprocess.run(
+            ["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o ro,size=64k none '{ro}'"], capture_output=True).returncode:
+        pytest.skip("no private mount namespace here (unshare -rm) to mount a read-only file system")
+    py, s0, s1 = sys.executable, shards[0], shards[1]
+    commands = [f"summary '{s0}' --out '{ro}/sum'", f"report '{s0}' --out '{ro}/r.html'",
+                f"merge '{s0}' '{s1}' --out '{ro}/m'", f"inventory --no-collect --out '{ro}/inv.yaml'"]
+    script = f"mount -t tmpfs -o ro,size=64k none '{ro}' || exit 99\n" + "".join(
+        f"'{py}' -m opscreen {c}; echo \"rc=$?\" >&2\n" for c in commands)
+    res = subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, cwd=faults.tmp,
+                         env={**faults.env, "PYTHONPATH": str(SRC)}, timeout=240)
+    lines = res.stderr.strip().splitlines()
+    assert lines[1::2] == ["rc=2"] * len(commands), res.stderr
+    for line in lines[0::2]:
+        assert "Read-only file system" in line and "choose another --out" in line, line
+    assert not (s0 / "summary.json").exists()  # nothing written beside the input either
+
+
+BAD_SMALL = [
+    (["run", "--backend", "cpu", "--ops", "abs", "--plain", "--devices", "\u0661"], {}, ["--devices", "0,1,4-7"]),
+    (["op", "abs", "--backend", "cpu", "--device", "\u0661"], {}, ["--device", "ASCII digits"]),
+    (["run", "--backend", "cpu", "--ops", "abs", "--plain"], {"OPSCREEN_CLI_TIMEOUT": "-1"},
+     ["OPSCREEN_CLI_TIMEOUT='-1'", "not a positive number"]),
+    (["devices"], {"OPSCREEN_PROBE_TIMEOUT": "-5"}, ["OPSCREEN_PROBE_TIMEOUT='-5'", "not a positive number"]),
+    (["op", "abs", "--backend", "cpu"], {"OPSCREEN_CACHE_DIR": "FILE"}, ["OPSCREEN_CACHE_DIR", "is a file"]),
+    (["run", "--backend", "cpu", "--ops", "abs", "--plain"], {"OPSCREEN_CACHE_DIR": "FILE"},
+     ["OPSCREEN_CACHE_DIR", "is a file"]),
+    (["inventory", "--no-collect"], {"OPSCREEN_CACHE_DIR": "FILE"}, ["OPSCREEN_CACHE_DIR", "is a file"]),
+    (["inventory", "--no-collect", "--cache-dir", "FILE"], {}, ["--cache-dir", "is a file"]),
+    (["shapes", "check", "--suite", ""], {}, ["--suite ''"]),
+    (["dismiss", "check", "--suite", ""], {}, ["--suite ''"]),
+    (["shapes"], {}, ["give an action: check"]),
+    (["dismiss"], {}, ["give an action: check"]),
+    (["shapes", "check", "--op", "\x1b[31mred"], {}, ["unknown op", "'\\x1b[31mred'"]),
+]
+
+
+@pytest.mark.parametrize("args, env, needles", BAD_SMALL, ids=[
+    "run-devices-arabic-digit", "op-device-arabic-digit", "cli-timeout", "probe-timeout", "op-cache-file",
+    "run-cache-file", "inventory-cache-file", "inventory-cache-dir-file", "shapes-suite-empty", "dismiss-suite-empty",
+    "shapes-no-action", "dismiss-no-action", "shapes-op-escapes"])
+def test_small_bad_inputs_are_one_line(tmp_path, args, env, needles):
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    args = [str(a_file) if a == "FILE" else a for a in args]
+    env = {k: str(a_file) if v == "FILE" else v for k, v in env.items()}
+    res = cli(*args, cwd=cwd, env=env)
+    line = one_line(res, *needles)
+    assert "\x1b" not in res.stderr and "Traceback" not in res.stderr, line
+    assert list(cwd.iterdir()) == [] and a_file.read_text() == ""

@@ -184,6 +184,15 @@ def check_timer(value: Any, name: str = "--timer") -> str:
     return value
 
 
+def index_arg(text: str) -> int:
+    """argparse type of a device index: ASCII digits only (``int()`` reads the Arabic-Indic
+    ``١`` as 1 too, and the op then ran on device 1)."""
+    t = str(text).strip()
+    if not (t.isascii() and t.isdigit()):
+        raise argparse.ArgumentTypeError(f"invalid device index {text!r}: give a whole number >= 0 in ASCII digits")
+    return int(t)
+
+
 def _at_least_zero(message: str) -> Callable[[Any, str], int]:
     def check(value: Any, name: str) -> int:
         if int(value) < 0:
@@ -277,6 +286,30 @@ def positive_env(name: str, default: float, environ: Mapping[str, str]) -> float
     return value
 
 
+#: How long one way of enumerating devices may take (s): knobs of the environment only,
+#: each a positive number of seconds up to MAX_SECONDS.
+ENUMERATION_TIMEOUTS = MappingProxyType({
+    "cli": ("OPSCREEN_CLI_TIMEOUT", 5.0),  # a vendor CLI (nvidia-smi, ...)
+    "probe": ("OPSCREEN_PROBE_TIMEOUT", 90.0),  # the torch probe in the suite's interpreter
+})
+
+
+def enumeration_timeout(key: str, environ: Mapping[str, str]) -> float:
+    """:data:`ENUMERATION_TIMEOUTS`' ``key`` from ``environ``; a bad value is one line (a
+    negative one made every probe time out at once: "no cpu devices found")."""
+    name, default = ENUMERATION_TIMEOUTS[key]
+    value = positive_env(name, default, environ)
+    if value > MAX_SECONDS:
+        raise UsageError(f"{name}={environ.get(name)!r} is more than {MAX_SECONDS} s (a year); "
+                         f"set it to a positive number of seconds (default {default:g}) or unset it")
+    return value
+
+
+def enumeration_timeouts(environ: Mapping[str, str]) -> dict[str, float]:
+    """Every enumeration timeout, read (and so checked) before anything is written."""
+    return {key: enumeration_timeout(key, environ) for key in ENUMERATION_TIMEOUTS}
+
+
 def worker_bounds(environ: Mapping[str, str]) -> dict[str, float]:
     """The recycle bounds (:data:`WORKER_BOUNDS`) from ``environ``: the commands read them before
     anything is written, so a bad value is one line and nothing else."""
@@ -297,6 +330,22 @@ def cache_root(environ: Mapping[str, str]) -> str:
         return environ[CACHE_DIR_ENV]
     base = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "opscreen")
+
+
+def check_cache_dir(path: str | os.PathLike, name: str) -> str:
+    """A cache folder: a name the system can look up that is not a file (it need not exist)."""
+    check_path(path, name)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UsageError(f"{name} {os.fspath(path)!r} is a file, not a folder: give a folder for the cache")
+    return os.fspath(path)
+
+
+def checked_cache_root(environ: Mapping[str, str]) -> str:
+    """:func:`cache_root`, checked (:func:`check_cache_dir`) where the user set it."""
+    root = cache_root(environ)
+    if environ.get(CACHE_DIR_ENV):
+        check_cache_dir(root, f"${CACHE_DIR_ENV}")
+    return root
 
 
 def kernel_caches(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
@@ -388,7 +437,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("python", ("--python",), "the suite's Python interpreter (default: this one)", path=True,
             empty="give the suite's interpreter (leave --python out for this one)"),
     Setting("device", ("--device",), "device index (default 0)", commands=(OP,), default=0, key="device",
-            check=_at_least_zero("{name} {value}: give a device index >= 0"), argparse=_m(type=int)),
+            check=_at_least_zero("{name} {value}: give a device index >= 0"), argparse=_m(type=index_arg)),
     Setting("devices", ("--devices", "--gpus"), "devices to use: 0,1,4-7 or 'all' (default all: the devices the backend "
             f"enumerates; on cpu, slots 0..min({CPU_ALL_SLOTS},cores)-1)", commands=(RUN,)),
     Setting("ops", ("--ops",), "comma-separated ops (markers) to run (default: every op of the suite)", commands=(RUN,),

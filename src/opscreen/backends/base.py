@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 from ..procgroup import run_capture
+from ..settings import enumeration_timeout
 
 
 @dataclass(frozen=True)
@@ -82,11 +83,11 @@ class CliSource:
 
 
 def cli_timeout() -> float:
-    return float(os.environ.get("OPSCREEN_CLI_TIMEOUT", "5"))
+    return enumeration_timeout("cli", os.environ)  # $OPSCREEN_CLI_TIMEOUT, checked
 
 
 def probe_timeout() -> float:
-    return float(os.environ.get("OPSCREEN_PROBE_TIMEOUT", "90"))
+    return enumeration_timeout("probe", os.environ)  # $OPSCREEN_PROBE_TIMEOUT, checked
 
 
 @dataclass(frozen=True)

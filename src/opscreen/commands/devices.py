@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
+from .. import settings as S
 from ..tables import emit, table
 from ._common import add_backend_arguments, print_json, selection_from
 
@@ -19,6 +21,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    S.enumeration_timeouts(os.environ)  # a bad one is one line, not "no devices found"
     sel = selection_from(args)
     b = sel.backend
     en = b.enumerate(args.python)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..errors import UsageError
+from ..errors import UsageError, check_given
 from ..tables import emit, table
 
 NAME = "dismiss"
@@ -19,7 +19,7 @@ ORDER = 75
 
 
 def add_arguments(p) -> None:
-    p.add_argument("action", choices=["check"], help="check: validate and list the entries")
+    p.add_argument("action", nargs="?", choices=["check"], help="check: validate and list the entries")
     p.add_argument("file", nargs="?", metavar="FILE", help="dismiss file (default: the list shipped with opscreen, ops/dismiss.yaml in a checkout)")
     p.add_argument("--suite", metavar="PATH", help="also check that each op is a marker of this suite (AST scan)")
 
@@ -36,9 +36,14 @@ def default_dismiss_file() -> Path:
 def run(args) -> int:
     from ..assets.dismiss import load_dismiss
 
-    path = Path(args.file) if args.file else default_dismiss_file()
+    if args.action is None:
+        raise UsageError("give an action: check (validate a dismiss list and show its entries), "
+                         "e.g. opscreen dismiss check")
+    check_given(args.file, "FILE", "give the dismiss file (leave it out for the list shipped with opscreen)")
+    check_given(args.suite, "--suite", "give the suite root whose markers the ops must be")
+    path = Path(args.file) if args.file is not None else default_dismiss_file()
     known = None
-    if args.suite:
+    if args.suite is not None:
         from ..assets.inventory import resolve_suite_root
         from ..providers.markers import op_index, scan_suite
 

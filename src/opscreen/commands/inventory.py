@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from ..errors import UsageError, check_out_file
+from ..errors import UsageError, check_given, check_out_file
 
 NAME = "inventory"
 HELP = "list the ops (markers) of one or more suite checkouts, scan verified by pytest collection"
@@ -90,11 +90,16 @@ def run(args) -> int:
     from ..assets.inventory import build_inventory, default_suite_root, dump_inventory, inventory_dict
 
     suites = args.suite or [str(default_suite_root())]
-    from ..settings import check_timeout
+    from ..settings import check_cache_dir, check_timeout, checked_cache_root
 
     check_timeout(args.timeout)
     if args.out is not None:  # before the collection (seconds to minutes) rather than after it
         check_out_file(args.out, "--out", "inventory.yaml")
+    if args.cache_dir is not None:
+        check_given(args.cache_dir, "--cache-dir", "give the scan cache's folder (leave --cache-dir out for the default)")
+        check_cache_dir(args.cache_dir, "--cache-dir")
+    else:
+        checked_cache_root(os.environ)
     jobs = args.jobs if args.jobs is not None else min(4, os.cpu_count() or 1)
     if jobs < 1:
         raise UsageError("--jobs must be at least 1")

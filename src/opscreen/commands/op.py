@@ -94,6 +94,8 @@ def build_request(args) -> OpRequest:
     S.check_given_values(args, S.OP)
     given = S.resolve(S.OP, args, os.environ)
     worker_bounds()  # the warm worker's recycle bounds (--repeats with --isolation worker): a bad one is one line
+    S.enumeration_timeouts(os.environ)  # the device enumeration's timeouts
+    S.checked_cache_root(os.environ)  # the caches' root
     rp = load_replay(given["replay_from"]) if given["replay_from"] else {}
     resolved = given.over(rp)
     backend = _backend(args, rp)

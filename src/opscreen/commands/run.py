@@ -155,6 +155,8 @@ def run(args) -> int:
     S.check_given_values(args, S.RUN)
     given = S.resolve(S.RUN, args, os.environ)  # flags and environment, validated before anything is looked up
     worker_bounds()  # the warm workers' recycle bounds from the environment: a bad one is one line now
+    S.enumeration_timeouts(os.environ)  # and the device enumeration's timeouts
+    S.checked_cache_root(os.environ)  # and the caches' root
     replay_dir = Path(args.replay_from).expanduser().absolute() if args.replay_from else None
     replay_ident = load_settings(replay_dir, "--replay-from") if replay_dir else None
     out = _out_dir(args.out)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..errors import UsageError
+from ..errors import UsageError, check_given, shown
 from ..tables import emit, table
 
 NAME = "shapes"
@@ -21,7 +21,7 @@ ORDER = 70
 
 
 def add_arguments(p) -> None:
-    p.add_argument("action", choices=["check"], help="check: validate and show the merged shapes")
+    p.add_argument("action", nargs="?", choices=["check"], help="check: validate and show the merged shapes")
     p.add_argument("--suite", metavar="PATH", help="suite root (default: the bundled sample suite)")
     p.add_argument(
         "--file",
@@ -40,21 +40,36 @@ def _fmt_shapes(shapes, limit: int = 6) -> str:
     return "  ".join(parts[:limit]) + more
 
 
+def _rows(rows, ops: list[str]):
+    """The rows of ``ops`` (all without); an op the suite does not have is one line, before any output."""
+    known = {r.op for r in rows}
+    unknown = [o for o in ops if o not in known]
+    if unknown:
+        raise UsageError(f"unknown op(s) for this suite: {', '.join(map(shown, unknown))}")
+    return [r for r in rows if r.op in ops] if ops else rows
+
+
 def run(args) -> int:
     from ..assets.inventory import default_suite_root, resolve_suite_root
     from ..assets.shape_files import CORE_SHAPES, check_shape_file, curated_shape_source, effective_shapes, load_shape_file, merge_shapes
     from ..providers.markers import scan_suite
 
-    root = resolve_suite_root(args.suite) if args.suite else default_suite_root()
+    if args.action is None:
+        raise UsageError("give an action: check (validate a shape file against the suite and show what each op "
+                         "gets), e.g. opscreen shapes check")
+    check_given(args.suite, "--suite", "give the suite root (leave --suite out for the bundled sample suite)")
+    check_given(args.file, "--file", "give the shape file (leave --file out for the curated set)")
+    root = resolve_suite_root(args.suite) if args.suite is not None else default_suite_root()
     if not (root / "benchmark").is_dir():
         raise UsageError(f"not a suite root (no benchmark/ directory): {root}")
-    source = Path(args.file) if args.file else curated_shape_source(root)
+    source = Path(args.file) if args.file is not None else curated_shape_source(root)
     curated = load_shape_file(source)
     core_path = root / CORE_SHAPES
     core = load_shape_file(core_path, what="suite shape file") if core_path.is_file() else {}
     files = scan_suite(root)
     findings = check_shape_file(root, curated, files=files)
     merged = merge_shapes(core, curated)
+    rows = None if args.quiet else _rows(effective_shapes(root, merged, set(curated), files=files), args.op)
     out = sys.stdout
     out.write(f"shape file: {source} ({len(curated)} keys)\n")
     out.write(f"laid over:  {core_path if core_path.is_file() else '(no core_shapes.yaml)'} ({len(core)} keys)\n")
@@ -64,14 +79,7 @@ def run(args) -> int:
             out.write(f"  {f}\n")
     else:
         out.write("  no problems\n")
-    if not args.quiet:
-        rows = effective_shapes(root, merged, set(curated), files=files)
-        known = {r.op for r in rows}
-        unknown = [o for o in args.op if o not in known]
-        if unknown:
-            raise UsageError(f"unknown op(s) for this suite: {', '.join(unknown)}")
-        if args.op:
-            rows = [r for r in rows if r.op in args.op]
+    if rows is not None:
         out.write(f"what the merged file gives each op ({len(rows)}):\n")
         t = table("op", "from", "shapes")
         for r in rows:

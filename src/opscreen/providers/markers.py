@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from ..settings import cache_root
+from ..settings import checked_cache_root
 
 __all__ = [
     "BUILTIN_MARKS",
@@ -599,7 +599,7 @@ def suite_files(root: Path) -> list[Path]:
 
 
 def default_cache_dir() -> Path:
-    return Path(cache_root(os.environ))
+    return Path(checked_cache_root(os.environ))  # $OPSCREEN_CACHE_DIR naming a file: one line
 
 
 def _cache_path(cache_dir: Path, root: Path) -> Path:

@@ -80,6 +80,8 @@ def parse_devices(spec: str | None, flag: str = "--devices") -> list[int] | None
         if not part:
             continue
         try:
+            if not part.isascii():  # int() reads other scripts' digits too: '١' ran as device 1
+                raise ValueError
             if "-" in part:
                 a, b = part.split("-", 1)
                 lo, hi = int(a), int(b)
