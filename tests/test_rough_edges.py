@@ -395,3 +395,42 @@ def test_small_bad_inputs_are_one_line(tmp_path, args, env, needles):
     line = one_line(res, *needles)
     assert "\x1b" not in res.stderr and "Traceback" not in res.stderr, line
     assert list(cwd.iterdir()) == [] and a_file.read_text() == ""
+
+
+# -- item 11: the cpu device is named by its model, not its architecture ------------------------
+
+INTEL = "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 143\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\n"
+AMD = "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel\t\t: 17\nmodel name\t: AMD EPYC 9654 96-Core Processor\n"
+ARM = "processor\t: 0\nBogoMIPS\t: 2000.00\nCPU implementer\t: 0x41\nCPU part\t: 0xd4f\n"
+LSCPU = "Architecture:  aarch64\nVendor ID:     ARM\nModel name:    Neoverse-V2\nModel:         0\n"
+
+
+def test_cpu_names_come_from_the_model_and_differ_between_models():
+    from opscreen.backends.cpuinfo import name_from_cpuinfo, name_from_lscpu
+
+    assert name_from_cpuinfo(INTEL) == "Intel(R) Xeon(R) Platinum 8480+"
+    assert name_from_cpuinfo(AMD) == "AMD EPYC 9654 96-Core Processor"
+    assert name_from_cpuinfo(INTEL) != name_from_cpuinfo(AMD)  # both were "x86_64"
+    assert name_from_cpuinfo(ARM) is None and name_from_lscpu(LSCPU) == "Neoverse-V2"
+
+
+def test_devices_and_op_identities_name_the_cpu_model(faults):
+    import json
+    import platform
+
+    from opscreen.backends.cpuinfo import cpu_name
+
+    name = cpu_name()
+    if name in (platform.machine(), platform.processor()):
+        pytest.skip("this host does not say its CPU model (/proc/cpuinfo, lscpu)")
+    res = cli("devices", "--backend", "cpu", "--json")
+    assert res.returncode == 0, res.stderr
+    assert [d["name"] for d in json.loads(res.stdout)["devices"]] == [name]
+    res = op_cli(faults, "ok_a", "--out", faults.tmp / "op")
+    assert res.returncode == 0, res.stdout + res.stderr
+    ident = json.loads((faults.tmp / "op" / "run_identity.json").read_text())
+    assert ident["device_name"] == name and ident["caliber"]["device_name"] == name
+    out = faults.tmp / "run"
+    res = faults.run(out, "--ops", "ok_a", "--devices", "0", "--timeout", "30")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert json.loads((out / "run_identity.json").read_text())["caliber"]["device_name"] == name

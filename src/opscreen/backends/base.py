@@ -188,7 +188,12 @@ class Backend:
             return Enumeration([], [f"torch: probe failed: {tail}"], [src])
         if payload.get("error"):
             return Enumeration([], [f"torch: {payload['error']}"], [src])
-        devs = [Device(i, n, src, {"torch": payload.get("torch")}) for i, n in enumerate(payload.get("names", []))]
+        names = payload.get("names", [])
+        if self.device_type == "cpu":  # the model, not the architecture platform.processor() gives
+            from .cpuinfo import cpu_name
+
+            names = [cpu_name() for _ in names]
+        devs = [Device(i, n, src, {"torch": payload.get("torch")}) for i, n in enumerate(names)]
         msgs = [] if devs else [f"torch: torch {payload.get('torch')} sees no {self.device_label()} device"]
         return Enumeration(devs, msgs, [src])
 

@@ -576,6 +576,11 @@ def finish_identity(config: dict, outcome: OpOutcome) -> dict:
     if ident is None:
         ident = identity_from_config(config)
     ident["finished_at"] = utcnow()
+    if config.get("device_type") == "cpu":  # the child names the architecture (x86_64): the model instead
+        from ..backends.cpuinfo import cpu_name
+
+        ident["device_name"] = cpu_name()
+        ident["caliber"] = {**(ident.get("caliber") or {}), "device_name": ident["device_name"]}
     ident["isolation"] = config.get("isolation", "op")  # which mode produced the numbers
     ident["outcome"] = outcome.status
     ident["duration_s"] = round(outcome.duration_s, 3)
