@@ -434,3 +434,21 @@ def test_devices_and_op_identities_name_the_cpu_model(faults):
     res = faults.run(out, "--ops", "ok_a", "--devices", "0", "--timeout", "30")
     assert res.returncode == 0, res.stdout + res.stderr
     assert json.loads((out / "run_identity.json").read_text())["caliber"]["device_name"] == name
+
+
+# -- item 12: inventory says what it does while it works ---------------------------------------
+
+
+def test_inventory_prints_its_progress_on_stderr(faults):
+    res = subprocess.run([sys.executable, "-m", "opscreen", "inventory", "--suite", str(faults.suite), "--jobs", "2",
+                          "--out", str(faults.tmp / "inv.yaml")], env=faults.env, capture_output=True, text=True,
+                         timeout=240, stdin=subprocess.DEVNULL, cwd=faults.tmp)
+    assert res.returncode == 0, res.stderr
+    lines = res.stderr.splitlines()
+    n = len(list((faults.suite / "benchmark").glob("test_*.py")))
+    assert lines[0] == f"opscreen inventory: scanning {faults.suite}", lines
+    assert lines[1].startswith(f"opscreen inventory: collecting {n} files of suite (2 at a time"), lines
+    counts = [ln for ln in lines if ln.startswith("  collected ")]
+    assert counts and counts[-1] == f"  collected {n}/{n} files" and len(counts) <= n, lines
+    assert lines.index(counts[-1]) < len(lines) - 2  # before the closing summary lines
+    assert res.stdout == ""

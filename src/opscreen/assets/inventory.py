@@ -418,8 +418,12 @@ def build_inventory(
     cache_dir: Path | None = None,
     progress: Callable[[str], None] | None = None,
     stubs: Sequence[str] = (),
+    stage: Callable[[str, int | None], None] | None = None,
 ) -> Inventory:
-    """Scan (and unless ``collect`` is false, collect) each suite checkout."""
+    """Scan (and unless ``collect`` is false, collect) each suite checkout; ``stage(text,
+    files)`` hears where it is (the files to collect with a collection's start), and
+    ``progress`` one line per collected file."""
+    stage = stage or (lambda text, files: None)
     from .. import __version__
 
     resolved = [resolve_suite_root(r) for r in roots]
@@ -436,6 +440,7 @@ def build_inventory(
     for name, root in zip(_checkout_names(resolved), resolved):
         rev = suite_revision(root)  # a bad OPSCREEN_SUITE_COMMIT is a UsageError
         t0 = time.monotonic()
+        stage(f"scanning {root}", None)
         files = scan_suite(root, cache_dir=cache_dir)
         seconds[f"{name}.scan"] = round(time.monotonic() - t0, 3)
         co = Checkout(name, root, rev["commit"], rev["dirty"], py, files, rev["commit_source"])
@@ -445,6 +450,7 @@ def build_inventory(
         if collect:
             t0 = time.monotonic()
             paths = [p.relative_to(root).as_posix() for p in suite_files(root)]
+            stage(f"collecting {len(paths)} files of {name} ({jobs} at a time, {timeout:g} s each at most)", len(paths))
             coll, fatal = collect_files(
                 root, py, paths, jobs=jobs, timeout=timeout, batch=batch, env=env, progress=progress, stubs=stubs
             )
