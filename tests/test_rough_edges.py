@@ -452,3 +452,37 @@ def test_inventory_prints_its_progress_on_stderr(faults):
     assert counts and counts[-1] == f"  collected {n}/{n} files" and len(counts) <= n, lines
     assert lines.index(counts[-1]) < len(lines) - 2  # before the closing summary lines
     assert res.stdout == ""
+
+
+# -- item 13: plain progress lines carry an ETA ------------------------------------------------
+
+
+def test_plain_progress_lines_say_the_eta(monkeypatch):
+    import io
+
+    from opscreen.batch import progress
+
+    now = [100.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: now[0])
+    out = io.StringIO()
+    p = progress.PlainProgress(out)
+    p.start(total=5, done_before=1, devices=[0])
+    p.c.started_at = 100.0  # (the counters' clock was bound before the patch)
+    now[0] = 110.0
+    p.op_finished("a", "passed", 0, 10.0)  # 1 op in 10 s this session, 3 left
+    now[0] = 120.0
+    p.op_finished("b", "passed", 0, 10.0)  # 2 in 20 s, 2 left
+    p.op_finished("c", "failed", 0, 0.5, "boom")
+    now[0] = 125.0
+    p.op_finished("d", "passed", 0, 5.0)  # the last: nothing left to wait for
+    lines = out.getvalue().splitlines()
+    assert [ln.split("  ETA ")[1].split()[0] if "  ETA " in ln else None for ln in lines] == ["30.0s", "20.0s",
+                                                                                              "6.7s", None]
+    assert lines[2].endswith("ETA 6.7s  boom")
+
+
+def test_run_with_plain_prints_the_eta(faults):
+    res = faults.run(faults.tmp / "run", "--ops", "ok_a,ok_b,ok_c", "--devices", "0", "--timeout", "30")
+    assert res.returncode == 0, res.stdout + res.stderr
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("[")]
+    assert len(lines) == 3 and all("  ETA " in ln for ln in lines[:2]) and "ETA" not in lines[2], lines

@@ -2,8 +2,9 @@
 
 On a terminal (``sys.stdout.isatty()``): a live view (``rich.live.Live``) with
 one lane per device (current op, attempt, elapsed), done/total, failures and an
-ETA. Off a terminal (CI logs, pipes): one plain line per finished op and one per
-event (device marked bad, interruption), nothing else.
+ETA. Off a terminal (CI logs, pipes) or with ``--plain``: one plain line per finished op
+(with the ETA of the rest, while ops are left) and one per event (device marked bad,
+interruption), nothing else.
 
 Both are driven from the runner's main thread only.
 """
@@ -57,7 +58,9 @@ class Counters:
 
 
 class PlainProgress:
-    """One line per finished op: ``[ 3/15] passed   ok_a  dev 0  0.4s  ...``."""
+    """One line per finished op: ``[ 3/15] passed   ok_a  dev 0  0.4s  ETA 4.8s  ...``."""
+
+    eta_in_lines = True
 
     def __init__(self, stream: TextIO | None = None):
         self.stream = stream or sys.stdout
@@ -92,6 +95,8 @@ class PlainProgress:
         width = len(str(self.c.total))
         dev = "-" if device is None else str(device)
         line = f"[{self.c.done:>{width}}/{self.c.total}] {status:<12} {op}  dev {dev}  {fmt_secs(duration_s)}"
+        if self.eta_in_lines and self.c.done < self.c.total:  # the live view shows it in its footer
+            line += f"  ETA {fmt_secs(self.c.eta(0))}"
         if note:
             line += f"  {note}"
         self._print(line)
@@ -119,6 +124,8 @@ class PlainProgress:
 class LiveProgress(PlainProgress):
     """A ``rich`` live view: a lane per device, totals, failures and an ETA.
     Finished ops and events scroll above the live table."""
+
+    eta_in_lines = False
 
     def __init__(self, stream: TextIO | None = None):
         super().__init__(stream)
