@@ -121,8 +121,21 @@ def test_level1_pass_says_what_it_ran():
     s = m.start("abs")
     assert m.after(s, att(s, "failed", dtype_error=True, error="no f64")).kind == RUN_HERE
     a = m.after(s, att(s, "passed"))
-    assert a.kind == FINISH and a.status == "passed"
+    assert a.kind == FINISH and a.status == "passed_own_dtypes"  # passed, but not with the dtypes asked for
     assert a.error == "dtype fallback: ran the op's own dtypes (requested dtypes failed: no f64)"
+
+
+def test_level2_pass_without_a_requested_dtype_says_so():
+    m = AttemptMachine(dtypes=["int32", "float64"], op_dtypes={"abs": ["float16"]})
+    s = m.start("abs")
+    m.after(s, att(s, "failed", dtype_error=True, error="no int32"))  # level 1: the op's own
+    m.after(s, att(s, "failed", dtype_error=True, error="not for Half"))  # level 2: each alone
+    assert s.request_dtypes() == ["int32"]
+    m.after(s, att(s, "failed", dtype_error=True, error="no int32"))
+    m.after(s, att(s, "failed", dtype_error=True, error="no f64"))
+    a = m.after(s, att(s, "passed"))
+    assert (a.kind, a.status) == (FINISH, "passed_own_dtypes") and s.l2_passed == ["float16"]
+    assert a.error.startswith("dtype fallback kept float16; failed int32: no int32")
 
 
 def test_level2_nothing_passes_keeps_the_last_status():

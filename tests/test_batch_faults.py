@@ -291,10 +291,10 @@ def test_dtype_fallback_level1_with_requested_dtypes(faults):
     """--dtypes the op cannot run (FlagGems' ValueError) -> the op's own dtypes."""
     out = faults.tmp / "run"
     res = faults.run(out, "--devices", "0", "--ops", "dtype_f64,ok_b", "--dtypes", "float64,float32", "--timeout", "20")
-    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.returncode == 0, res.stdout + res.stderr  # measured, though not with the dtypes asked for
     rows = status_rows(out)
     for op in ("dtype_f64", "ok_b"):
-        assert rows[op]["status"] == "passed" and rows[op]["dtype_level"] == "1", rows[op]
+        assert rows[op]["status"] == "passed_own_dtypes" and rows[op]["dtype_level"] == "1", rows[op]
         assert rows[op]["attempts"] == "2"
         assert "Given dtype(s)" in rows[op]["error"]
     first = (out / "ops" / "dtype_f64" / "attempts" / "attempt-1.log").read_text()

@@ -486,3 +486,24 @@ def test_run_with_plain_prints_the_eta(faults):
     assert res.returncode == 0, res.stdout + res.stderr
     lines = [ln for ln in res.stdout.splitlines() if ln.startswith("[")]
     assert len(lines) == 3 and all("  ETA " in ln for ln in lines[:2]) and "ETA" not in lines[2], lines
+
+
+# -- item 14: a pass with the op's own dtypes instead of the requested ones says so -------------
+
+
+def test_requested_dtypes_the_op_lacks_end_as_passed_own_dtypes(faults):
+    import json
+
+    out = faults.tmp / "run"
+    res = faults.run(out, "--ops", "ok_a", "--devices", "0", "--dtypes", "int32,float32", "--timeout", "30")
+    assert res.returncode == 0, res.stdout + res.stderr  # measured: with the op's own dtypes
+    row = status_rows(out)["ok_a"]
+    assert (row["status"], row["dtype_level"]) == ("passed_own_dtypes", "1"), row
+    assert "ran the op's own dtypes" in row["error"]
+    assert "passed_own_dtypes" in next(ln for ln in res.stdout.splitlines() if ln.startswith("["))
+    assert "1 passed_own_dtypes" in res.stdout
+    res = cli("summary", out)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert [o["status"] for o in json.loads((out / "summary.json").read_text())["ops"]] == ["passed_own_dtypes"]
+    res = faults.run(faults.tmp / "replay", "--replay-from", out)  # counted as measured: nothing to replay
+    assert res.returncode == 0 and "0 ops to run" in res.stdout, res.stdout + res.stderr

@@ -37,6 +37,11 @@ from typing import Any
 
 TRANSIENT = frozenset({"timeout", "device_fatal"})
 FINAL_OK = frozenset({"passed", "skipped"})
+#: An op's final status when ``--dtypes`` asked for dtypes and the op passed only with its
+#: own (level 1, or level 2 with none of the requested ones kept): passed, but not what
+#: was asked; a success for the run's exit status, never shown as plain ``passed``.
+PASSED_OWN_DTYPES = "passed_own_dtypes"
+OP_OK = FINAL_OK | {PASSED_OWN_DTYPES}  # final op statuses that count as measured
 
 RUN_HERE, RUN_ELSEWHERE, FINISH, LEAVE = "run_here", "run_elsewhere", "finish", "leave"
 
@@ -248,11 +253,14 @@ class AttemptMachine:
         return Action(RUN_ELSEWHERE if device_bad else RUN_HERE)
 
     # -- the end -------------------------------------------------------------------
-    @staticmethod
-    def _finish(state: OpState, status: str) -> Action:
+    def _finish(self, state: OpState, status: str) -> Action:
         if state.level == 2:
             status = "passed" if state.l2_passed else status
-        return Action(FINISH, status, final_error(state, status))
+        error = final_error(state, status)
+        if status == "passed" and self.dtypes and (state.level == 1 or (
+                state.level == 2 and not any(d in self.dtypes for d in state.l2_passed))):
+            status = PASSED_OWN_DTYPES  # the op's own dtypes ran, not the requested ones
+        return Action(FINISH, status, error)
 
 
 def final_error(state: OpState, status: str) -> str | None:

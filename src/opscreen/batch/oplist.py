@@ -112,7 +112,7 @@ def replay_ops(run_dir: Path) -> list[str]:
     from .journal import STATUS_CSV, read_status_csv
 
     rows = read_status_csv(run_dir / STATUS_CSV)
-    return [r["op"] for r in rows if r.get("status") not in ("passed", "skipped", "dismissed")]
+    return [r["op"] for r in rows if r.get("status") not in ("passed", "skipped", "dismissed", "passed_own_dtypes")]
 
 
 def choose_ops(args, suite, replay_dir: Path | None, resuming: bool, recorded: dict) -> tuple[list[str], str]:

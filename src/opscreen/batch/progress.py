@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TextIO
 
-OK_STATUSES = ("passed", "skipped", "dismissed")
+OK_STATUSES = ("passed", "skipped", "dismissed", "passed_own_dtypes")
 
 
 def fmt_secs(s: float | None) -> str:

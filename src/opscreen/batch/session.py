@@ -56,7 +56,7 @@ from ..fsio import is_storage_error, write_error
 from ..results.merge import merge_level2
 from . import signature as sig
 from .config import BatchConfig
-from .attempts import FINAL_OK, LEAVE, RUN_ELSEWHERE, RUN_HERE, Attempt, AttemptMachine, DeviceHealth, OpState, left_incomplete
+from .attempts import FINAL_OK, LEAVE, OP_OK, RUN_ELSEWHERE, RUN_HERE, Attempt, AttemptMachine, DeviceHealth, OpState, left_incomplete
 from .executor import MARK_ENV, Done, Job, LocalExecutor, reap_leftovers
 from .lanes import LaneLost
 from .journal import (
@@ -90,7 +90,7 @@ class BatchSummary:
 
 
 def _op_ok(status: str) -> bool:
-    return status in FINAL_OK or status == "dismissed"
+    return status in OP_OK or status == "dismissed"
 
 
 class BatchRunner:
@@ -461,7 +461,7 @@ class BatchRunner:
             note.append(f"dtype level {task.level}" + (f" kept {','.join(task.l2_passed)}" if task.level == 2 else ""))
         if stolen is not None:
             note.append(f"stolen from dev {stolen}")
-        if status not in FINAL_OK and rec.error:
+        if status not in FINAL_OK and rec.error:  # passed_own_dtypes too: which dtypes ran
             note.append(rec.error[:160])
         self.progress.op_finished(task.op, status, result["device"], rec.duration_s, " | ".join(note))
 

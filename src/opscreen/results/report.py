@@ -217,7 +217,7 @@ def _cards(counts: dict[str, int], kinds: dict[str, str]) -> str:
     return "".join(out)
 
 
-_OP_KIND = {"passed": "good", "failed": "bad", "timeout": "bad", "device_fatal": "bad", "crashed": "bad",
+_OP_KIND = {"passed": "good", "passed_own_dtypes": "warn", "failed": "bad", "timeout": "bad", "device_fatal": "bad", "crashed": "bad",
             "incomplete": "warn", "unknown": "warn", "skipped": "warn", "dismissed": "warn"}  # fmt: skip
 _ROW_KIND = {"ok": "good", "failed": "bad", "no_data": "warn"}
 
