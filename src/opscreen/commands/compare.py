@@ -5,7 +5,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ..results import noise
 from ..results.compare import (
+    DEFAULT_ALPHA,
     DEFAULT_MIN_CHANGE,
     DEFAULT_THRESHOLD,
     MUST_MATCH,
@@ -26,10 +28,12 @@ DESCRIPTION = (
     "First the caliber check: " + ", ".join(MUST_MATCH[:-1]) + " and " + MUST_MATCH[-1] + " "
     "must match (exit status 2 and the list of differences otherwise, unless --allow-mismatch names "
     "each); suite_commit, device_name, backend and vendor may differ and are printed as the axis. "
-    "Each row gets a verdict (faster / slower / same, noise-aware where both rows recorded their "
-    "noise, else --threshold); a row whose band is wider than --max-band is 'unresolved'. Writes "
-    "compare.csv; exit status 1 when --fail-on is given and a row regressed by at least that much, "
-    "broke, or is unresolved (unless --unresolved ignore), else 0."
+    "Each row gets a verdict: faster/slower when its change is beyond its band (the widest of its samples' "
+    "noise, the device's floors table of noise between processes, and with --repeats a test over processes) "
+    "and beyond --min-change; pick when so but the op's autotuners chose different configs in A and B; same "
+    "when change +- band lies within +---margin; unresolved otherwise. Writes compare.csv; exit status 1 "
+    "when --fail-on is given and a row regressed by at least that much or broke (and, with --unresolved "
+    "fail, when a row is unresolved or pick), else 0. See docs/results.md."
 )
 ORDER = 45
 
@@ -47,19 +51,30 @@ def add_arguments(p) -> None:
     p.add_argument("--threshold", default=str(DEFAULT_THRESHOLD * 100), metavar="PCT",
                    help="relative change called faster/slower for rows without recorded noise (default 3)")
     add_noise_k_argument(p)
-    p.add_argument("--min-change", default=str(DEFAULT_MIN_CHANGE * 100), metavar="PCT",
-                   help="noise-aware rows: never call a change below PCT faster/slower (default 0.5)")
+    p.add_argument("--min-change", default=f"{DEFAULT_MIN_CHANGE * 100:g}", metavar="PCT",
+                   help="the minimum practical change: never call a change below PCT faster/slower (default "
+                        f"{DEFAULT_MIN_CHANGE * 100:g})")
+    p.add_argument("--floors", metavar="FILE",
+                   help="the floors table (opscreen calibrate) to widen bands to (default: the one found for B's "
+                        "device in the user's floors dir or shipped with opscreen, else a conservative default)")
+    p.add_argument("--no-floors", action="store_true", help="no floors band: only the runs' own samples and repeats")
+    p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, metavar="A",
+                   help=f"per-row false-call rate of the floors and repeats bands: 0.1, 0.05, 0.01 or 0.001 "
+                        f"(default {DEFAULT_ALPHA:g})")
     p.add_argument("--aa", action="append", default=[], metavar="FILE",
                    help="A/A report(s) of bench/timing_aa.py: a row of an op it measured is 'same' within that op's "
                         "largest drift between identical runs (repeatable)")
     p.add_argument("--metric", choices=("speedup", "lib_ms"), default="speedup",
                    help="compare the speedup over torch (default; fair across devices) or the library's latency")
     add_max_band_argument(p)
+    p.add_argument("--margin", dest="max_band", metavar="PCT",
+                   help="the equivalence margin: a row is 'same' only when change ± band lies within ±PCT "
+                        "(default 5; --max-band is its older name)")
     p.add_argument("--fail-on", metavar="PCT",
                    help="exit 1 when a row is slower by at least PCT, broke, or is unresolved (see --unresolved)")
-    p.add_argument("--unresolved", choices=UNRESOLVED_POLICIES, default="fail",
-                   help="with --fail-on: 'fail' (default) counts unresolved rows as failing, since a change in them "
-                        "cannot be seen; 'ignore' lets them pass")
+    p.add_argument("--unresolved", choices=UNRESOLVED_POLICIES, default="ignore",
+                   help="with --fail-on: 'ignore' (default) fails only on regressions that pass the rule and on "
+                        "broken rows; 'fail' also counts unresolved and pick rows as failing")
     p.add_argument("--out", metavar="FILE", help="compare.csv path (default: B/compare.csv)")
     p.add_argument("--top", type=int, default=10, metavar="N", help="rows in the regression/improvement lists (default 10)")
     p.add_argument("--rebuild", action="store_true", help="re-make both summaries even when summary.json exists")
@@ -72,6 +87,13 @@ def run(args) -> int:
     fail_on = _pct(args.fail_on) if args.fail_on is not None else None
     max_band = _pct(args.max_band) / 100.0
     floors = aa_floors(args.aa) if args.aa else None  # a bad file is refused before any summary is made
+    if args.alpha not in (0.1, 0.05, 0.01, 0.001):
+        noise.t_critical(1, args.alpha)  # one line: the values it takes
+    if args.floors and args.no_floors:
+        from ..errors import UsageError
+
+        raise UsageError("--floors and --no-floors: give one")
+    table = noise.load(args.floors) if args.floors else (False if args.no_floors else True)
     # nothing is written before the caliber check: a refused comparison leaves A and B as they were
     (a, a_built), (b, b_built) = load_or_build(args.a, rebuild=args.rebuild), load_or_build(args.b, rebuild=args.rebuild)
     chk = check_caliber(a.caliber, b.caliber, allow)
@@ -82,20 +104,23 @@ def run(args) -> int:
         if built:
             write_summary(s)
     c = compare_summaries(a, b, metric=args.metric, k=args.noise_k, threshold=threshold, min_change=min_change, check=chk,
-                          floors=floors, max_band=max_band)
+                          floors=floors, max_band=max_band, table=table, alpha=args.alpha)
     out = Path(args.out) if args.out else (b.path or Path(args.b)) / "compare.csv"
     c.write_csv(out)
     print(format_comparison(c, top=args.top))
     print(f"\nwrote {out}")
     failing = c.failing(fail_on, args.unresolved)
-    n_un = sum(1 for r in failing if r.verdict.value == "unresolved")
+    n_un = sum(1 for r in failing if r.verdict.value in ("unresolved", "pick"))
     if failing:
         worst = min((r for r in failing if r.change is not None and r.verdict.value == "slower"),
                     key=lambda r: r.change, default=None)
         what = f"; worst {worst.change * 100:+.1f}% ({worst.op} {worst.dtype} {worst.shape})" if worst else ""
-        un = f"; {n_un} of them unresolved (band wider than ±{max_band * 100:g}%; --unresolved ignore lets them pass)" if n_un else ""
-        print(f"FAIL: {len(failing)} rows regressed by at least {fail_on:g}%, broke or are unresolved{what}{un}")
+        un = f"; {n_un} of them unresolved or pick (--unresolved ignore lets them pass)" if n_un else ""
+        print(f"FAIL: {len(failing)} rows regressed by at least {fail_on:g}% or broke{what}{un}")
         return 1
     if fail_on is not None and c.unresolved():
-        print(f"note: {len(c.unresolved())} unresolved rows passed (--unresolved ignore)")
+        print(f"note: {len(c.unresolved())} unresolved rows passed (--unresolved ignore); --repeats 3 on both runs, "
+              "or opscreen calibrate on this device, narrows their bands")
+    if fail_on is not None:
+        print(f"PASS: no row regressed by {fail_on:g}% or more beyond its band, none broke")
     return 0

@@ -60,8 +60,10 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Iterable
 
+from ..child.autotune import differing as _picks_differing
 from ..errors import UsageError, read_input
 from ..fsio import atomic_write_text
+from . import noise as _noise
 from ._io import csv_text
 from ..tables import table, to_text
 from .summary import COL, DEFAULT_MAX_BAND, NOISE_K, Summary
@@ -93,7 +95,15 @@ INFO_FIELDS = ("dtypes", "timing", "repeats")
 DEFAULT_K = NOISE_K
 UNRESOLVED_POLICIES = ("fail", "ignore")
 DEFAULT_THRESHOLD = 0.03
-DEFAULT_MIN_CHANGE = 0.005
+#: the minimum practical change (asv's factor, criterion's noise threshold): a row is never
+#: called faster or slower by less than this, however narrow its band
+DEFAULT_MIN_CHANGE = 0.01
+#: the equivalence margin: a row is "same" only when its change's interval, change ± band,
+#: lies within ± this (``--margin``; ``--max-band`` is its older name)
+DEFAULT_MARGIN = DEFAULT_MAX_BAND
+DEFAULT_ALPHA = _noise.DEFAULT_ALPHA
+# the sample-range estimator's divisor d2(N): E[range of N normal values] / sigma (SPC tables)
+_D2 = {2: 1.128, 3: 1.693, 4: 2.059, 5: 2.326, 6: 2.534, 7: 2.704, 8: 2.847, 9: 2.970, 10: 3.078}
 #: A graph row whose faster side (in A) is under this is a small kernel: two processes of
 #: one setup read it further apart than the samples of one run show (H200: p90 1.6-3.4 %
 #: against about 0.2 % at 100 us and more; bench/results/2026-12-02-h200-autotune-placement.md)
@@ -107,6 +117,7 @@ class Verdict(str, Enum):
     FASTER = "faster"
     SAME = "same"
     UNRESOLVED = "unresolved"
+    PICK = "pick"  # beyond its band, but A's and B's autotuners chose different configs for the op
     BROKEN = "broken"
     FIXED = "fixed"
     GONE = "gone"
@@ -115,7 +126,7 @@ class Verdict(str, Enum):
 
 
 _SEVERITY = {v: i for i, v in enumerate(
-    [Verdict.BROKEN, Verdict.SLOWER, Verdict.UNRESOLVED, Verdict.GONE, Verdict.FAILED, Verdict.NEW, Verdict.FIXED, Verdict.FASTER, Verdict.SAME]
+    [Verdict.BROKEN, Verdict.SLOWER, Verdict.PICK, Verdict.UNRESOLVED, Verdict.GONE, Verdict.FAILED, Verdict.NEW, Verdict.FIXED, Verdict.FASTER, Verdict.SAME]
 )}  # fmt: skip
 
 
@@ -232,8 +243,10 @@ class CompareRow:
     shape: str
     verdict: Verdict
     change: float | None = None  # metric_B / metric_A - 1 (+: B faster)
-    band: float | None = None  # the |ln ratio| within which the change is "same"
-    basis: str | None = None  # "noise" | "threshold", "+aa" when an A/A floor widened the band
+    band: float | None = None  # the row's band: the widest of its sources, as |ln ratio|
+    basis: str | None = None  # the source that set the band: samples | threshold | floors | floors-default | repeats | aa
+    floors: str | None = None  # the floors cell the row was looked up in (history/timer/latency bin)
+    side: str | None = None  # what was judged: lib or torch (each side on its own, one device model) or speedup
     a_speedup: float | None = None
     b_speedup: float | None = None
     a_lib_ms: float | None = None
@@ -259,7 +272,7 @@ class CompareRow:
 CSV_COLUMNS = [
     "op", "test", "variant", "dtype", "shape", "verdict", "change_pct", "band_pct", "basis",
     "a_speedup", "b_speedup", "a_lib_ms", "b_lib_ms", "a_torch_ms", "b_torch_ms",
-    "a_noise_pct", "b_noise_pct", "a_status", "b_status", "a_timer", "b_timer",
+    "a_noise_pct", "b_noise_pct", "a_status", "b_status", "a_timer", "b_timer", "side", "floors", "pick",
 ]  # fmt: skip
 
 
@@ -280,7 +293,21 @@ class Comparison:
     threshold: float = DEFAULT_THRESHOLD
     min_change: float = DEFAULT_MIN_CHANGE
     floors: dict[str, float] = field(default_factory=dict)  # op -> A/A floor (|ln ratio|)
-    max_band: float = DEFAULT_MAX_BAND  # a wider combined band makes a row "unresolved"
+    max_band: float = DEFAULT_MARGIN  # the equivalence margin (the name is older than the rule)
+    table: "_noise.FloorsTable | None" = None  # the floors table the bands were widened to
+    alpha: float = DEFAULT_ALPHA
+    picks: dict[str, list[dict]] = field(default_factory=dict)  # op -> winners A and B chose differently
+    history: str = "rerun"
+
+    @property
+    def margin(self) -> float:
+        return self.max_band
+
+    def expected_false_calls(self) -> tuple[float, int]:
+        """(alpha x rows measured in both whose band came from a floors table or the
+        repeats test, those rows): what a rerun of the same setup should call changed."""
+        n = sum(1 for r in self.rows if r.change is not None and r.basis in ("floors", "floors-default", "repeats"))
+        return self.alpha * n, n
 
     def moved_ops(self) -> dict[str, tuple[str, str]]:
         """Ops measured in both runs on another device in B than in A: op -> (A's, B's).
@@ -371,7 +398,7 @@ class Comparison:
         return [
             r for r in self.rows
             if r.verdict == Verdict.BROKEN or (r.verdict == Verdict.SLOWER and r.change is not None and r.change <= lim)
-            or (r.verdict == Verdict.UNRESOLVED and unresolved != "ignore")
+            or (r.verdict in (Verdict.UNRESOLVED, Verdict.PICK) and unresolved != "ignore")
         ]  # fmt: skip
 
     def sorted_rows(self) -> list[CompareRow]:
@@ -385,7 +412,8 @@ class Comparison:
             return [
                 r.op, r.test, r.variant, r.dtype, r.shape, r.verdict.value, _pct(r.change), _pct(r.band), r.basis,
                 r.a_speedup, r.b_speedup, r.a_lib_ms, r.b_lib_ms, r.a_torch_ms, r.b_torch_ms,
-                _pct(r.a_noise), _pct(r.b_noise), r.a_status, r.b_status, r.a_timer, r.b_timer,
+                _pct(r.a_noise), _pct(r.b_noise), r.a_status, r.b_status, r.a_timer, r.b_timer, r.side, r.floors,
+                _pick_text(self.picks.get(r.op)) if r.verdict == Verdict.PICK else None,
             ]  # fmt: skip
 
         return csv_text(CSV_COLUMNS, (cells(r) for r in self.sorted_rows()), bool_columns=())
@@ -394,21 +422,12 @@ class Comparison:
         return atomic_write_text(path, self.to_csv_text())
 
 
-def _noise(t_rsd: Any, l_rsd: Any, metric: str) -> float | None:
+def _noise_of(t_rsd: Any, l_rsd: Any, metric: str) -> float | None:
     if metric == "lib_ms":
         return float(l_rsd) if l_rsd is not None else None
     if t_rsd is None or l_rsd is None:
         return None
     return math.sqrt(float(t_rsd) ** 2 + float(l_rsd) ** 2)
-
-
-def _spread_band(ra: list, rb: list, metric: str) -> float | None:
-    """The widest between-process spread either run recorded for this row (``--repeats``),
-    as |ln ratio|: a median of N processes can sit anywhere in that range, so a change
-    inside it is not told from the drift between processes."""
-    col = COL["speedup_spread" if metric == "speedup" else "lib_spread"]
-    vals = [r[col] for r in (ra, rb) if r[col] is not None and r[col] >= 0]
-    return math.log1p(max(vals)) if vals else None
 
 
 def _timer(r: list) -> str | None:
@@ -441,20 +460,169 @@ def aa_floors(paths: Iterable[str | Path]) -> dict[str, float]:
     return floors
 
 
-def _combined_band(cr: CompareRow, ra: list, rb: list, metric: str, k: float, threshold: float, min_change: float,
-                   floors: dict[str, float] | None) -> tuple[float, str]:
-    """A joined row's combined band (|ln ratio|) and its basis (module docstring)."""
-    if cr.a_noise is not None and cr.b_noise is not None:
-        band, basis = max(k * math.sqrt(cr.a_noise**2 + cr.b_noise**2), min_change), "noise"
+def _pick_text(diffs: list[dict] | None, n: int = 2) -> str | None:
+    """``kernel key: A cfg | B cfg; ...`` for the first ``n`` winners A and B chose differently."""
+    if not diffs:
+        return None
+    items = [f"{d['kernel'].rsplit('.', 1)[-1]} {d['key']}: A {d['a']} | B {d['b']}" for d in diffs[:n]]
+    return "; ".join(items) + (f"; and {len(diffs) - n} more" if len(diffs) > n else "")
+
+
+def _repeats(r: list) -> int:
+    n = r[COL["repeats"]]
+    return int(n) if isinstance(n, (int, float)) and n >= 1 else 1
+
+
+_SPREAD_COL = {"speedup": "speedup_spread", "lib": "lib_spread", "torch": "torch_spread"}
+_RSD_COL = {"lib": "lib_rsd", "torch": "torch_rsd"}
+
+
+def _process_test_band(ra: list, rb: list, q: str, alpha: float) -> float | None:
+    """A test over processes (``--repeats`` on both sides) for quantity ``q`` (speedup,
+    lib or torch): the per-process spread of each run (max / min - 1 over its N processes)
+    gives sigma = ln(1 + spread) / d2(N) (the sample range's estimator); the band is
+    Welch's t(df, 1 - alpha/2) x sqrt(sA^2/NA + sB^2/NB)."""
+    col = COL[_SPREAD_COL[q]]
+    na, nb = _repeats(ra), _repeats(rb)
+    sa, sb = ra[col], rb[col]
+    if na < 2 or nb < 2 or sa is None or sb is None or sa < 0 or sb < 0:
+        return None
+    va = (math.log1p(sa) / _D2.get(na, 3.078)) ** 2 / na
+    vb = (math.log1p(sb) / _D2.get(nb, 3.078)) ** 2 / nb
+    se2 = va + vb
+    if se2 <= 0:
+        return 0.0
+    df = se2 ** 2 / (va ** 2 / (na - 1) + vb ** 2 / (nb - 1))
+    return _noise.t_critical(df, alpha) * math.sqrt(se2)
+
+
+def _floors_cell(cr: CompareRow, ra: list, rb: list, table, history: str):
+    """The row's floors cell (of ``table``, else of the conservative default) and the basis it names."""
+    ga = _noise.timer_group(ra[COL["torch_timer"]], ra[COL["lib_timer"]])
+    gb = _noise.timer_group(rb[COL["torch_timer"]], rb[COL["lib_timer"]])
+    group = ga if ga == gb else "mixed"
+    lats = [v for v in (cr.a_torch_ms, cr.a_lib_ms, cr.b_torch_ms, cr.b_lib_ms) if isinstance(v, (int, float)) and v > 0]
+    if not lats:
+        return None, None
+    cell = table.cell(history, group, min(lats)) if table is not None else None
+    if cell is not None:
+        return cell, "floors"
+    return _noise.conservative().cell(history, group, min(lats)), "floors-default"
+
+
+def _samples_noise(ra: list, rb: list, q: str, metric: str) -> float | None:
+    """The combined noise of quantity ``q`` from both runs' samples (rsd), None if a run has none."""
+    if q == "speedup":
+        na = _noise_of(ra[COL["torch_rsd"]], ra[COL["lib_rsd"]], metric)
+        nb = _noise_of(rb[COL["torch_rsd"]], rb[COL["lib_rsd"]], metric)
     else:
-        band, basis = threshold, "threshold"
-    floor = (floors or {}).get(cr.op)
-    if floor is not None and floor > band:
-        band, basis = floor, basis + "+aa"
-    spread = _spread_band(ra, rb, metric)
-    if spread is not None and spread > band:
-        band, basis = spread, basis + "+spread"
-    return band, basis
+        na, nb = ra[COL[_RSD_COL[q]]], rb[COL[_RSD_COL[q]]]
+    if na is None or nb is None:
+        return None
+    return math.sqrt(float(na) ** 2 + float(nb) ** 2)
+
+
+def _band(q: str, cr: CompareRow, ra: list, rb: list, metric: str, ctx: dict) -> tuple[float, str, str | None]:
+    """Quantity ``q``'s band (|ln ratio|), the source that set it, and the floors cell: the
+    widest of its samples' noise (else the threshold), its floors cell, the test over
+    processes (--repeats) and an A/A floor (--aa, speedup only)."""
+    noise = _samples_noise(ra, rb, q, metric)
+    cands = [(ctx["k"] * noise, "samples")] if noise is not None else [(ctx["threshold"], "threshold")]
+    label = None
+    if ctx["use_floors"]:
+        cell, basis = _floors_cell(cr, ra, rb, ctx["table"], ctx["history"])
+        if cell is not None:
+            scale = "lib" if metric == "lib_ms" and q == "speedup" else q
+            cands.append((cell.band(scale, _repeats(ra), _repeats(rb)), basis))
+            label = cell.label()
+    pt = _process_test_band(ra, rb, "lib" if metric == "lib_ms" else q, ctx["alpha"])
+    if pt is not None:
+        cands.append((pt, "repeats"))
+    aa = (ctx["floors"] or {}).get(cr.op) if q == "speedup" else None
+    if aa is not None:
+        cands.append((aa, "aa"))
+    band, basis = max(cands, key=lambda c: c[0])
+    return band, basis, label
+
+
+def _moved(d: float, band: float, min_change: float) -> bool:
+    return abs(d) > band + 1e-12 and abs(d) >= min_change - 1e-12
+
+
+def _verdict(lr: float, band: float, min_change: float, margin: float, picked: bool) -> Verdict:
+    """Three verdicts on one quantity: faster/slower beyond the band and the minimum practical
+    change (or ``pick`` when the op's autotuners chose differently); same when change ± band
+    lies within ± margin; unresolved otherwise."""
+    if _moved(lr, band, min_change):
+        if picked:
+            return Verdict.PICK
+        return Verdict.FASTER if lr > 0 else Verdict.SLOWER
+    if abs(lr) + band <= margin + 1e-12:
+        return Verdict.SAME
+    return Verdict.UNRESOLVED
+
+
+def _judge_sides(cr: CompareRow, ra: list, rb: list, lr: float, ctx: dict) -> None:
+    """A speedup row of two runs on one device model: each side against its own band. The
+    library moved alone: faster/slower (or pick); torch moved alone: unresolved, basis
+    ``baseline`` (the library did not change, its reference did); both: the speedup's own
+    band decides (a drift of the whole process cancels in it); neither: same when the
+    library's change ± its band lies within the margin, else unresolved."""
+    dl = math.log(cr.b_lib_ms / cr.a_lib_ms)
+    dt = math.log(cr.b_torch_ms / cr.a_torch_ms)
+    bl, basis_l, label = _band("lib", cr, ra, rb, "speedup", ctx)
+    bt, _, _ = _band("torch", cr, ra, rb, "speedup", ctx)
+    bs, basis_s, _ = _band("speedup", cr, ra, rb, "speedup", ctx)
+    lib_moved, torch_moved = _moved(dl, bl, ctx["min_change"]), _moved(dt, bt, ctx["min_change"])
+    cr.floors = label
+    if lib_moved and not torch_moved:
+        cr.band, cr.basis, cr.side = bl, basis_l, "lib"
+        cr.verdict = _verdict(-dl, bl, ctx["min_change"], ctx["margin"], cr.op in ctx["picks"])
+    elif torch_moved and not lib_moved:
+        cr.band, cr.basis, cr.side, cr.verdict = bt, "baseline", "torch", Verdict.UNRESOLVED
+    elif lib_moved:  # both moved (a drift common to the process cancels in the speedup)
+        cr.band, cr.basis, cr.side = bs, basis_s, "speedup"
+        cr.verdict = _verdict(lr, bs, ctx["min_change"], ctx["margin"], cr.op in ctx["picks"])
+    else:  # neither: the library is the same if its change's interval lies within the margin
+        cr.band, cr.basis, cr.side = bl, basis_l, "lib"
+        cr.verdict = Verdict.SAME if abs(dl) + bl <= ctx["margin"] + 1e-12 else Verdict.UNRESOLVED
+
+
+def op_picks(a: Summary, b: Summary) -> dict[str, list[dict]]:
+    """op -> the autotuned kernels' winners A and B recorded with different configs."""
+    pa = {o.op: o.autotune for o in a.ops if o.autotune}
+    out = {}
+    for o in b.ops:
+        if o.autotune and o.op in pa:
+            diff = _picks_differing(pa[o.op], o.autotune)
+            if diff:
+                out[o.op] = diff
+    return out
+
+
+def _join_measured(cr: CompareRow, ra: list, rb: list, vi: int, metric: str, ctx: dict) -> None:
+    """Fill the change, band, basis and verdict of a row in both runs."""
+    a_ok = ra[COL["status"]] == "ok" and ra[vi] is not None and ra[vi] > 0
+    b_ok = rb[COL["status"]] == "ok" and rb[vi] is not None and rb[vi] > 0
+    if a_ok and b_ok:
+        ratio = rb[vi] / ra[vi] if metric == "speedup" else ra[vi] / rb[vi]
+        cr.change = ratio - 1.0
+        lr = math.log(ratio)
+        sides = (cr.a_lib_ms, cr.b_lib_ms, cr.a_torch_ms, cr.b_torch_ms)
+        if metric == "speedup" and ctx["one_device"] and all(isinstance(v, (int, float)) and v > 0 for v in sides):
+            _judge_sides(cr, ra, rb, lr, ctx)
+        else:
+            cr.band, cr.basis, cr.floors = _band("speedup", cr, ra, rb, metric, ctx)
+            cr.side = "lib" if metric == "lib_ms" else "speedup"
+            cr.verdict = _verdict(lr, cr.band, ctx["min_change"], ctx["margin"], cr.op in ctx["picks"])
+        if cr.verdict == Verdict.PICK:
+            cr.basis = "pick"
+    elif a_ok:
+        cr.verdict = Verdict.BROKEN
+    elif b_ok:
+        cr.verdict = Verdict.FIXED
+    else:
+        cr.verdict = Verdict.FAILED
 
 
 def compare_summaries(
@@ -468,17 +636,34 @@ def compare_summaries(
     min_change: float = DEFAULT_MIN_CHANGE,
     check: CaliberCheck | None = None,
     floors: dict[str, float] | None = None,
-    max_band: float = DEFAULT_MAX_BAND,
+    max_band: float = DEFAULT_MARGIN,
+    table: "_noise.FloorsTable | None | bool" = True,
+    alpha: float = DEFAULT_ALPHA,
 ) -> Comparison:
-    """Join two summaries row by row (the caliber check is the caller's to act on)."""
+    """Join two summaries row by row (the caliber check is the caller's to act on).
+    ``table``: the floors table (True: the one :func:`opscreen.results.noise.find` finds for
+    B's device, else the conservative default; None or False: no floors band at all)."""
     if metric not in ("speedup", "lib_ms"):
         raise UsageError(f"--metric {metric}: choose speedup or lib_ms")
     chk = check if check is not None else check_caliber(a.caliber, b.caliber, allow)
+    if table is True:
+        table = _noise.find((b.caliber or {}).get("device_name")) or _noise.find((a.caliber or {}).get("device_name"))
+        use_floors = True
+    else:
+        use_floors = bool(table)
+        table = table or None
     iop, itest, ivar, idt, ish, ist = COL["op"], COL["test"], COL["variant"], COL["dtype"], COL["shape"], COL["status"]
     isp, ilib, itor = COL["speedup"], COL["lib_ms"], COL["torch_ms"]
     itr, ilr = COL["torch_rsd"], COL["lib_rsd"]
     a_rows = {(r[iop], r[ivar] or "", r[idt], r[ish]): r for r in a.rows}
     b_status = {o.op: o.status for o in b.ops}
+    picks = op_picks(a, b)
+    history = _noise.history_of((a.caliber or {}).get("isolation"), (b.caliber or {}).get("isolation"))
+    ctx = {"k": k, "threshold": threshold, "floors": floors, "table": table, "history": history, "alpha": alpha,
+           "min_change": min_change, "margin": max_band, "picks": picks}
+    ctx["use_floors"] = use_floors
+    da, db = (a.caliber or {}).get("device_name"), (b.caliber or {}).get("device_name")
+    ctx["one_device"] = bool(da) and da == db and (a.caliber or {}).get("backend") == (b.caliber or {}).get("backend")
     out: list[CompareRow] = []
     seen = set()
     vi = isp if metric == "speedup" else ilib
@@ -488,29 +673,14 @@ def compare_summaries(
         test = rb[itest] or (ra[itest] if ra is not None else "") or ""
         cr = CompareRow(key[0], test, *key[1:], verdict=Verdict.NEW)
         cr.b_speedup, cr.b_lib_ms, cr.b_torch_ms, cr.b_status = rb[isp], rb[ilib], rb[itor], rb[ist]
-        cr.b_noise = _noise(rb[itr], rb[ilr], metric)
+        cr.b_noise = _noise_of(rb[itr], rb[ilr], metric)
         cr.b_timer = _timer(rb)
         if ra is not None:
             seen.add(key)
             cr.a_speedup, cr.a_lib_ms, cr.a_torch_ms, cr.a_status = ra[isp], ra[ilib], ra[itor], ra[ist]
-            cr.a_noise = _noise(ra[itr], ra[ilr], metric)
+            cr.a_noise = _noise_of(ra[itr], ra[ilr], metric)
             cr.a_timer = _timer(ra)
-            a_ok = ra[ist] == "ok" and ra[vi] is not None and ra[vi] > 0
-            b_ok = rb[ist] == "ok" and rb[vi] is not None and rb[vi] > 0
-            if a_ok and b_ok:
-                ratio = rb[vi] / ra[vi] if metric == "speedup" else ra[vi] / rb[vi]
-                cr.change = ratio - 1.0
-                cr.band, cr.basis = _combined_band(cr, ra, rb, metric, k, threshold, min_change, floors)
-                lr = math.log(ratio)
-                cr.verdict = Verdict.SAME if abs(lr) <= cr.band + 1e-12 else (Verdict.FASTER if lr > 0 else Verdict.SLOWER)
-                if cr.band > max_band + 1e-12:
-                    cr.verdict = Verdict.UNRESOLVED
-            elif a_ok:
-                cr.verdict = Verdict.BROKEN
-            elif b_ok:
-                cr.verdict = Verdict.FIXED
-            else:
-                cr.verdict = Verdict.FAILED
+            _join_measured(cr, ra, rb, vi, metric, ctx)
         out.append(cr)
     for ra in a.rows:
         key = (ra[iop], ra[ivar] or "", ra[idt], ra[ish])
@@ -518,14 +688,15 @@ def compare_summaries(
             continue
         cr = CompareRow(key[0], ra[itest] or "", *key[1:], verdict=Verdict.GONE)
         cr.a_speedup, cr.a_lib_ms, cr.a_torch_ms, cr.a_status = ra[isp], ra[ilib], ra[itor], ra[ist]
-        cr.a_noise = _noise(ra[itr], ra[ilr], metric)
+        cr.a_noise = _noise_of(ra[itr], ra[ilr], metric)
         cr.a_timer = _timer(ra)
         st = b_status.get(ra[iop])
         if ra[ist] == "ok" and st is not None and st not in ("passed",):
             cr.verdict = Verdict.BROKEN  # the op failed, timed out or was not run in B
         out.append(cr)
     return Comparison(a=a, b=b, check=chk, rows=out, metric=metric, k=k, threshold=threshold, min_change=min_change,
-                      floors=dict(floors or {}), max_band=max_band)
+                      floors=dict(floors or {}), max_band=max_band, table=table if use_floors else None, alpha=alpha,
+                      picks=picks, history=history)
 
 
 # ---------------------------------------------------------------- text report
@@ -555,6 +726,10 @@ def format_comparison(c: Comparison, *, top: int = 10, ops_top: int = 10) -> str
     ms = c.metric == "speedup"
     L += _rows_table(f"top regressions (B slower than A), {len(c.regressions())} in all:", c.regressions(top), ms)
     L += _rows_table(f"top improvements (B faster than A), {len(c.improvements())} in all:", c.improvements(top), ms)
+    picked = [r for r in c.rows if r.verdict == Verdict.PICK]
+    if picked:
+        L += _rows_table(f"pick ({len(picked)} rows beyond their band in ops whose autotune picks differ):",
+                         sorted(picked, key=lambda r: (r.change or 0.0, r.key))[:top], ms)
     L += _broken_table(c, top)
     L += _unresolved_table(c, top)
     L += _op_ratios_table(c, ops_top)
@@ -587,29 +762,58 @@ def _caliber_lines(c: Comparison) -> list:
     return L
 
 
+def _floors_lines(c: Comparison) -> list:
+    """Which floors table the bands were widened to, and where it came from."""
+    t = c.table
+    used = {r.basis for r in c.rows}
+    if t is None and "floors-default" not in used:
+        return ["floors: none (--no-floors): bands from the runs' own samples and repeats only"]
+    if t is None:
+        dev = (c.b.caliber or {}).get("device_name") or "this device"
+        return [f"floors: no table for {dev}: a conservative default decided (rows with basis floors-default); "
+                "`opscreen calibrate` measures this device's table"]
+    p = t.provenance or {}
+    src = f" ({t.path})" if t.path else ""
+    ops = p.get("ops") or []
+    return [f"floors: {t.name}{src}: measured {p.get('made', '?')[:10]} on {p.get('device_name')}, driver "
+            f"{p.get('driver_version')}, torch {p.get('torch_version')}, triton {p.get('triton_version')}, suite "
+            f"{str(p.get('suite_commit') or '?')[:10]}, {len(ops)} ops (seed {p.get('seed')}); history {c.history}"]
+
+
 def _verdict_lines(c: Comparison) -> list:
     """The row counts per verdict, the rule that decided them, and the geometric means."""
     cnt = c.counts()
-    both = cnt["slower"] + cnt["faster"] + cnt["same"]
+    both = cnt["slower"] + cnt["faster"] + cnt["same"] + cnt["unresolved"] + cnt["pick"]
     L: list = [
-        f"rows: {len(c.rows)}; measured in both {both + cnt['unresolved']}: slower {cnt['slower']}, faster {cnt['faster']}, "
-        f"same {cnt['same']}, unresolved {cnt['unresolved']} (band wider than ±{c.max_band * 100:g}%); "
+        f"rows: {len(c.rows)}; measured in both {both}: slower {cnt['slower']}, faster {cnt['faster']}, "
+        f"same {cnt['same']}, unresolved {cnt['unresolved']}, pick {cnt['pick']}; "
         f"broken {cnt['broken']}, fixed {cnt['fixed']}, gone {cnt['gone']}, new {cnt['new']}, failed in both {cnt['failed']}"
     ]
-    spread = sum(1 for r in c.rows if r.basis and r.basis.endswith("+spread"))
+    L += _floors_lines(c)
     L.append(
-        f"verdict rule ({c.metric}): same when |change| is within max({c.k:g} x combined noise, {c.min_change * 100:g}%) "
-        f"where both rows carry noise, else within {c.threshold * 100:g}%"
-        + (f"; at least the A/A drift of {len(c.floors)} ops (--aa)" if c.floors else "")
-        + (f"; at least the spread between processes (--repeats; it widened {spread} rows)" if spread else "")
-        + f"; unresolved when that band is wider than ±{c.max_band * 100:g}% (--max-band)"
+        f"verdict rule ({c.metric}, d = ln(B/A)): band = the widest of samples ({c.k:g} x combined noise; rows without "
+        f"noise: {c.threshold * 100:g}%), floors (t(ops-1) x rms of the row's floors cell, alpha {c.alpha:g}; "
+        "/sqrt of the processes with --repeats), repeats (Welch t over processes)"
+        + (f", aa (the A/A drift of {len(c.floors)} ops, --aa)" if c.floors else "")
+        + f"; faster/slower when |d| > band and |d| >= {c.min_change * 100:g}% (pick when the op's autotune picks "
+        f"differ); same when |d| + band <= {c.margin * 100:g}% (--margin); else unresolved"
     )
-    small, called = c.small_kernel_calls()
-    if small:
-        L.append(f"small kernels: {small} of the {called} rows called faster or slower are graph rows under "
-                 f"{SMALL_KERNEL_MS * 1000:g} us, which two processes of one setup read further apart than one run's "
-                 "samples show (an H200 rerun called 19 of 64 such rows changed); widen their bands with --aa or "
-                 "--repeats 3 (README, \"Small kernels between processes\")")
+    basis = {}
+    for r in c.rows:
+        if r.basis:
+            basis[r.basis] = basis.get(r.basis, 0) + 1
+    if basis:
+        L.append("bands set by: " + ", ".join(f"{k} {v}" for k, v in sorted(basis.items(), key=lambda kv: -kv[1])))
+    exp, n = c.expected_false_calls()
+    if n:
+        L.append(f"expected false calls on a rerun of the same setup: about {exp:.1f} of these {n} rows "
+                 f"(alpha {c.alpha:g} per row, where the floors table holds for these ops)")
+    if c.picks:
+        L.append(f"autotune picks differ in {len(c.picks)} op(s) (rows beyond their band there are 'pick', not "
+                 "faster/slower; TRITON_CACHE_AUTOTUNING=1 with a shared cache dir pins plain @triton.autotune "
+                 "winners between processes):")
+        for op, diffs in sorted(c.picks.items())[:10]:
+            L.append(f"  {op}: {_pick_text(diffs)}")
     g = c.geomean_ratio()
     ga, gb = c.a.geomeans()["overall"], c.b.geomeans()["overall"]
     L.append(f"geometric-mean speedup: A {_f3(ga)}  B {_f3(gb)}   B/A over joined rows {_f3(g)}")
@@ -621,10 +825,10 @@ def _rows_table(title: str, rows: list[CompareRow], ms: bool) -> list:
     if not rows:
         L.append("  (none)")
         return L
-    t = table("change>", "band>", "op", "dtype", "A>", "B>", "shape")
+    t = table("change>", "band>", "basis", "op", "dtype", "A>", "B>", "shape")
     for r in rows:
         t.row(
-            _chg(r.change), ("±" + format(r.band * 100, ".1f")) if r.band is not None else "-",
+            _chg(r.change), ("±" + format(r.band * 100, ".1f")) if r.band is not None else "-", r.basis or "-",
             r.op + (f" {r.variant}" if r.variant else ""), r.dtype,
             _f3(r.a_speedup if ms else r.a_lib_ms), _f3(r.b_speedup if ms else r.b_lib_ms), _short_shape(r.shape),
         )
@@ -637,8 +841,9 @@ def _unresolved_table(c: Comparison, top: int) -> list:
     un = c.unresolved()
     if not un:
         return []
-    title = (f"unresolved ({len(un)} rows whose band is wider than ±{c.max_band * 100:g}%: "
-             "neither same nor faster/slower), widest band first:")
+    title = (f"unresolved ({len(un)} rows: change ± band reaches past ±{c.margin * 100:g}%, yet the change is not "
+             "beyond the band; --repeats 3 on both runs narrows floors bands by about 1/sqrt(3), opscreen calibrate "
+             "measures this device's own), widest band first:")
     return _rows_table(title, un[:top], c.metric == "speedup")
 
 

@@ -118,6 +118,10 @@ class OpSummary:
     fallbacks: list[dict] = field(default_factory=list)
     # result.json ``capture_aborts``: the tests whose graph capture killed a run of the op
     capture_aborts: list[str] = field(default_factory=list)
+    # the op identity's ``autotune``: which config each autotuned kernel chose (child/autotune.py);
+    # with --repeats, one record per process (``autotune_processes``)
+    autotune: dict | None = None
+    autotune_processes: list[dict] = field(default_factory=list)
 
 
 @dataclass
@@ -451,7 +455,10 @@ def _summarize_op(
         phases=_phases(result.get("phases")),
         capture_aborts=[a["test"] for a in result.get("capture_aborts") or ()
                         if isinstance(a, dict) and isinstance(a.get("test"), str)],
+        autotune=ident.get("autotune") if isinstance(ident.get("autotune"), dict) else None,
     )
+    if op_dir is not None:
+        info.autotune_processes = _repeat_autotune(op_dir)
     if op_dir is None:
         return info, []
     rows, log, sources = _op_rows(op_dir)
@@ -494,6 +501,19 @@ def _summarize_op(
     info.ok_rows = ok
     info.geomean = _exp_mean(logs)
     return info, out
+
+
+def _repeat_autotune(op_dir: Path) -> list[dict]:
+    """The autotune records of an op's ``--repeats`` processes (``repeats/<k>/run_identity.json``), in order."""
+    out = []
+    rep = op_dir / REPEAT_DIR
+    if not rep.is_dir():
+        return out
+    for d in sorted((p for p in rep.iterdir() if p.name.isdigit()), key=lambda p: int(p.name)):
+        ident = contracts.read(contracts.RUN_IDENTITY, d / "run_identity.json")
+        if isinstance(ident, dict) and isinstance(ident.get("autotune"), dict):
+            out.append(ident["autotune"])
+    return out
 
 
 _SIDES = (("torch", "torch_timer", "torch_fallback", "torch_ms", "torch_host_ms"),

@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""The floors table judged the way the field judges a verdict rule: out of sample, by its
+false calls on plain reruns and its power on a known change.
+
+    python bench/noise_model.py RUN_DIR RUN_DIR ... [--folds 2] [--seed 1] [--json OUT]
+
+The run dirs screened the same ops with the same settings (fresh processes and/or warm
+workers: bench/device/noise.sh makes them on a GPU, ``opscreen calibrate --backend cpu``
+on the CPU). The ops are split into ``--folds`` folds at random (``--seed``); for each fold,
+a floors table is fitted (``opscreen.results.noise.fit``) on every pair of runs restricted
+to the OTHER folds' ops, and ``compare_summaries`` with that table judges the fold's ops:
+
+* every pair of runs: the share of rows measured in both called faster/slower (all false:
+  the setups are the same), unresolved, same, pick; split into reruns (same isolation) and
+  worker against fresh (cross);
+* power: B's library latency scaled in memory by 1.05 on graph rows whose kernel is 10 us or
+  more and by 1.10 on those under 10 us (what bench/inject.py does to a copy of the record
+  logs), the share called slower.
+
+It prints one line per pair kind and the pooled figures; these are the figures of
+bench/results/2026-12-02-h200-noise-model.md and docs/results.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import itertools
+import json
+import math
+import random
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+
+from opscreen.results import noise  # noqa: E402
+from opscreen.results.compare import SMALL_KERNEL_MS, Verdict, compare_summaries  # noqa: E402
+from opscreen.results.summary import COL, load_or_build  # noqa: E402
+
+MEASURED = {Verdict.FASTER, Verdict.SLOWER, Verdict.SAME, Verdict.UNRESOLVED, Verdict.PICK}
+INJECT = ((SMALL_KERNEL_MS, 1.10), (math.inf, 1.05))  # (below this latency, ms: factor)
+
+
+def restrict(s, ops: set):
+    """A copy of summary ``s`` with only the rows and ops of ``ops``."""
+    t = copy.copy(s)
+    t.rows = [r for r in s.rows if r[COL["op"]] in ops]
+    t.ops = [o for o in s.ops if o.op in ops]
+    return t
+
+
+def injected(s):
+    """A copy of ``s`` whose graph rows' library latency is scaled by INJECT (speedup follows)."""
+    t = copy.copy(s)
+    rows = []
+    for r in s.rows:
+        r = list(r)
+        if r[COL["status"]] == "ok" and r[COL["lib_timer"]] == "graph" == r[COL["torch_timer"]] and r[COL["lib_ms"]]:
+            lat = min(r[COL["lib_ms"]], r[COL["torch_ms"]] or math.inf)
+            f = next(f for edge, f in INJECT if lat < edge)
+            r[COL["lib_ms"]] *= f
+            r[COL["speedup"]] = r[COL["speedup"]] / f if r[COL["speedup"]] else r[COL["speedup"]]
+        rows.append(r)
+    t.rows = rows
+    return t
+
+
+def tally(c, out: dict, key: str) -> None:
+    e = out.setdefault(key, {"rows": 0, "called": 0, "unresolved": 0, "same": 0, "pick": 0})
+    for r in c.rows:
+        if r.verdict in MEASURED:
+            e["rows"] += 1
+            e[{"faster": "called", "slower": "called"}.get(r.verdict.value, r.verdict.value)] += 1
+
+
+def power(c, out: dict) -> None:
+    for r in c.rows:
+        if r.verdict not in MEASURED or not (r.a_timer == "graph" and r.b_timer == "graph"):
+            continue
+        small = min(r.a_torch_ms, r.a_lib_ms) < SMALL_KERNEL_MS
+        e = out.setdefault("<10us x1.10" if small else ">=10us x1.05", {"rows": 0, "slower": 0})
+        e["rows"] += 1
+        e["slower"] += r.verdict == Verdict.SLOWER
+
+
+def evaluate(summaries, folds: int, seed: int) -> dict:
+    ops = sorted({o.op for s in summaries for o in s.ops})
+    random.Random(seed).shuffle(ops)
+    parts = [set(ops[i::folds]) for i in range(folds)]
+    rates: dict = {}
+    pw: dict = {}
+    for k, test_ops in enumerate(parts):
+        train = set(ops) - test_ops
+        tr = [restrict(s, train) for s in summaries]
+        pairs = [(a, b, noise.history_of(a.caliber.get("isolation"), b.caliber.get("isolation")))
+                 for a, b in itertools.combinations(tr, 2)]
+        table = noise.fit(pairs, name=f"fold {k}", match=".*", provenance={})
+        te = [restrict(s, test_ops) for s in summaries]
+        for a, b in itertools.combinations(te, 2):
+            hist = noise.history_of(a.caliber.get("isolation"), b.caliber.get("isolation"))
+            tally(compare_summaries(a, b, table=table, check=None), rates, f"{hist} {a.name}->{b.name}")
+            tally(compare_summaries(a, b, table=table), rates, hist)
+            if hist == "rerun":
+                power(compare_summaries(a, injected(b), table=table), pw)
+    return {"ops": len(ops), "folds": folds, "seed": seed, "rates": rates, "power": pw}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("runs", nargs="+", help="two or more run dirs of the same ops")
+    ap.add_argument("--folds", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--json", help="write the figures here")
+    a = ap.parse_args(argv)
+    if len(a.runs) < 2:
+        ap.error("give two or more run dirs")
+    summaries = [load_or_build(r)[0] for r in a.runs]
+    res = evaluate(summaries, a.folds, a.seed)
+    print(f"{res['ops']} ops, {res['folds']} folds by op (seed {res['seed']}); tables fitted out of fold")
+    for key, e in sorted(res["rates"].items(), key=lambda kv: (" " in kv[0], kv[0])):
+        n = e["rows"] or 1
+        print(f"  {key:<28} rows {e['rows']:5d}  called {100 * e['called'] / n:5.2f}%  unresolved "
+              f"{100 * e['unresolved'] / n:5.2f}%  same {100 * e['same'] / n:5.2f}%  pick {e['pick']}")
+    for key, e in sorted(res["power"].items()):
+        print(f"  power {key:<14} rows {e['rows']:5d}  slower {100 * e['slower'] / max(1, e['rows']):5.1f}%")
+    if a.json:
+        Path(a.json).write_text(json.dumps(res, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+"""``opscreen calibrate``: measure the noise between processes on this machine (a floors table).
+
+Two ways in:
+
+* ``opscreen calibrate RUN_DIR RUN_DIR ...``: fit a table from screens that already ran
+  the same ops with the same settings (two or more, fresh processes and/or warm workers):
+  every pair of them is compared row by row (:func:`opscreen.results.noise.fit`);
+* ``opscreen calibrate --backend B [--sample N --seed S]``: draw a seeded random sample of
+  the suite's ops (or of ``--inventory``), screen it once per history of ``--histories``
+  (default ``op,worker,op,worker``: fresh processes and warm workers, interleaved as asv
+  interleaves its rounds) into ``--work`` with ``opscreen run`` (each a normal, resumable
+  run dir), then fit.
+
+The table is written to ``--out`` (default: the user's floors dir, named after the device,
+where ``opscreen compare`` finds it by device name) and printed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ..errors import UsageError
+from ..fsio import utcnow
+
+NAME = "calibrate"
+HELP = "measure this machine's noise between processes (a floors table compare widens its bands to)"
+DESCRIPTION = (
+    "Fit a floors table (how far two processes of one setup read each case apart, per timer and kernel "
+    "latency, for fresh processes and warm workers) from RUN_DIRs that screened the same ops, or screen a "
+    "seeded random sample of the suite in each of --histories first. The table goes to --out (default: the "
+    "user's floors dir, where opscreen compare finds it by device name). See docs/results.md."
+)
+ORDER = 46
+HISTORY_ISOLATION = {"op": "op", "worker": "worker"}
+
+
+def add_arguments(p) -> None:
+    p.add_argument("runs", nargs="*", metavar="RUN_DIR", help="screens of the same ops to fit from (two or more)")
+    p.add_argument("--backend", help="screen mode: the backend to screen on (as for opscreen run)")
+    p.add_argument("--suite", help="screen mode: the suite root (default: as opscreen run)")
+    p.add_argument("--python", help="screen mode: the suite's interpreter (default: as opscreen run)")
+    p.add_argument("--devices", default=None, help="screen mode: devices (as for opscreen run; default all)")
+    p.add_argument("--inventory", help="screen mode: draw from this inventory file instead of the suite's ops")
+    p.add_argument("--sample", type=int, default=30, metavar="N", help="screen mode: ops to draw (default 30)")
+    p.add_argument("--seed", type=int, default=None, metavar="S",
+                   help="screen mode: the draw's seed (default: today); with RUN_DIRs: the seed their ops were drawn with, "
+                        "recorded in the table's provenance")
+    p.add_argument("--histories", default="op,worker,op,worker",
+                   help="screen mode: one screen per entry, op (fresh processes) or worker (default op,worker,op,worker)")
+    p.add_argument("--work", metavar="DIR", help="screen mode: where the screens go (default runs/calibrate-SEED); resumable")
+    p.add_argument("--timeout", default="600", help="screen mode: seconds per op process (default 600)")
+    p.add_argument("--name", help="the table's name (default: the device name)")
+    p.add_argument("--match", help="a regular expression the device names it is for must match (default: the device name)")
+    p.add_argument("--out", metavar="FILE", help="where to write the table (default: the user's floors dir)")
+
+
+def _histories(text: str) -> list[str]:
+    hs = [h.strip() for h in str(text).split(",") if h.strip()]
+    bad = [h for h in hs if h not in HISTORY_ISOLATION]
+    if bad or len(hs) < 2:
+        raise UsageError(f"--histories {text!r}: give two or more of {', '.join(HISTORY_ISOLATION)}, comma-separated")
+    return hs
+
+
+def _draw(args) -> tuple[list[str], int]:
+    seed = args.seed if args.seed is not None else int(time.strftime("%Y%m%d", time.gmtime()))
+    if args.sample < 2:
+        raise UsageError(f"--sample {args.sample}: draw two or more ops")
+    if args.inventory:
+        from ..assets.inventory import load_inventory
+
+        ops = sorted(load_inventory(args.inventory))
+    else:
+        from ..providers.flaggems import Suite
+
+        ops = sorted(Suite.locate(args.suite, python=args.python).ops())
+    if not ops:
+        raise UsageError("no ops to draw from: give --inventory or --suite")
+    return random.Random(seed).sample(ops, min(args.sample, len(ops))), seed
+
+
+def _screen(args, hist: list[str]) -> tuple[list[Path], dict]:
+    """Run one screen per history (resuming any already there); the run dirs and the draw."""
+    ops, seed = _draw(args)
+    work = Path(args.work or f"runs/calibrate-{seed}").absolute()
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "sample.txt").write_text("\n".join(ops) + "\n", encoding="utf-8")
+    dirs = []
+    seen: dict[str, int] = {}
+    for h in hist:
+        seen[h] = seen.get(h, 0) + 1
+        d = work / f"{h}-{seen[h]}"
+        argv = [sys.executable, "-m", "opscreen", "run", "--isolation", HISTORY_ISOLATION[h], "--ops-file",
+                str(work / "sample.txt"), "--out", str(d), "--timeout", str(args.timeout), "--plain"]
+        for flag in ("backend", "suite", "python", "devices"):
+            if getattr(args, flag):
+                argv += [f"--{flag}", str(getattr(args, flag))]
+        print(f"opscreen calibrate: screen {d.name} ({len(ops)} ops, seed {seed})", flush=True)
+        rc = subprocess.call(argv, stdin=subprocess.DEVNULL)
+        if rc in (2, 130):
+            raise SystemExit(rc)
+        dirs.append(d)
+    return dirs, {"seed": seed, "sample": ops, "work": str(work)}
+
+
+def _op_identity(s) -> dict:
+    """The first op identity of a run that recorded its device (the run's own has no driver or versions)."""
+    from .. import contracts
+
+    for o in s.ops:
+        if s.path is not None and o.status == "passed":
+            ident = contracts.read(contracts.RUN_IDENTITY, Path(s.path) / "ops" / o.op / "run_identity.json")
+            if isinstance(ident, dict) and ident.get("device_name"):
+                return ident
+    return s.identity or {}
+
+
+def _provenance(summaries, draw: dict | None, seed: int | None = None) -> dict:
+    ident = _op_identity(summaries[0])
+    first_op = next((o for o in summaries[0].ops if o.device_name), None)
+    return {
+        "device_name": (summaries[0].caliber or {}).get("device_name") or (first_op.device_name if first_op else None),
+        "backend": (summaries[0].caliber or {}).get("backend"),
+        "driver_version": ident.get("driver_version"),
+        "torch_version": ident.get("torch_version"),
+        "triton_version": ident.get("triton_version"),
+        "suite_commit": (summaries[0].caliber or {}).get("suite_commit"),
+        "timer": (summaries[0].caliber or {}).get("timer"),
+        "runs": [{"name": s.name, "isolation": (s.caliber or {}).get("isolation"), "ops": len(s.ops)} for s in summaries],
+        "ops": sorted({o.op for s in summaries for o in s.ops if o.status == "passed"}),
+        "seed": (draw or {}).get("seed", seed),
+        "made": utcnow(),
+        "how": "opscreen calibrate",
+    }
+
+
+def run(args) -> int:
+    from ..results import noise
+    from ..results.compare import check_caliber
+    from ..results.summary import load_or_build
+
+    hist = _histories(args.histories)
+    draw = None
+    if args.runs and args.backend:
+        raise UsageError("give RUN_DIRs to fit from, or --backend to screen a sample first, not both")
+    if not args.runs and not args.backend:
+        raise UsageError("nothing to calibrate from: give two or more RUN_DIRs, or --backend B to screen a sample")
+    if args.runs and len(args.runs) < 2:
+        raise UsageError("give two or more RUN_DIRs: the noise between processes needs pairs of screens")
+    dirs = [Path(r) for r in args.runs] if args.runs else None
+    if dirs is None:
+        dirs, draw = _screen(args, hist)
+    summaries = [load_or_build(d)[0] for d in dirs]
+    for s in summaries[1:]:
+        chk = check_caliber(summaries[0].caliber, s.caliber, allow=("isolation",))
+        if not chk.ok:
+            raise UsageError(f"{s.name} was measured differently from {summaries[0].name}: "
+                             + "; ".join(f"{f} {x} vs {y}" for f, x, y in chk.refused))
+    pairs = [(a, b, noise.history_of((a.caliber or {}).get("isolation"), (b.caliber or {}).get("isolation")))
+             for a, b in itertools.combinations(summaries, 2)]
+    prov = _provenance(summaries, draw, args.seed)
+    device = prov["device_name"] or "unknown device"
+    table = noise.fit(pairs, name=args.name or device, match=args.match or _literal(device), provenance=prov)
+    if not table.cells:
+        raise UsageError("the runs share no measured rows: screen the same ops in each")
+    out = Path(args.out) if args.out else noise.floors_dirs()[0] / f"{_slug(device)}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    noise.write(table, out)
+    print("\n".join(noise.format_table(table)))
+    print(f"\nwrote {out}" + ("" if args.out else " (opscreen compare finds it there by device name)"))
+    return 0
+
+
+def _literal(name: str) -> str:
+    import re
+
+    return re.escape(name)
+
+
+def _slug(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in name).strip("-").lower() or "device"

@@ -1,0 +1,332 @@
+"""The noise between processes: floors tables, what ``opscreen compare`` widens a row's band to.
+
+One run's samples show the noise inside one process (a graph replay's rsd is about
+0.05 %); two processes of one setup read a case further apart (memory placement, the
+state a warm worker's earlier ops left). A *floors table* holds, for one device model,
+how far apart two processes read, measured by ``opscreen calibrate`` on a seeded random
+draw of the suite's ops, per *cell*:
+
+* ``history``: ``rerun`` (both runs in the same isolation: two fresh processes, or two
+  warm workers) or ``cross`` (one run in fresh processes, the other in warm workers);
+* ``timer``: the row's timer group (:func:`timer_group`: ``graph``, ``profiler``,
+  ``direct``, ``wallclock``, or ``mixed`` for rows whose sides or runs used different timers);
+* the row's kernel latency bin: the smaller of its latencies, below or above
+  :data:`BIN_EDGES_MS` (10 us).
+
+For each cell the table keeps the rows and distinct ops behind it, the root mean square of
+``d = ln(speedup_B / speedup_A)`` over those rows (``rms``; ``rms_torch`` and ``rms_lib``
+for each side's latency, since on one device model each side is judged on its own) and its quantiles, and the *band*: ``t(ops - 1, 1 - alpha/2) x rms``, the
+half-width that a row's ``|d|`` stays within on a rerun with probability ``1 - alpha``
+when ``d`` is normal with that scale. The t critical value (not the normal's) pays for
+estimating the scale from few processes: rows of one op share its process, so the ops,
+not the rows, are the replicates. A row measured as the median of ``N`` processes per side
+(``--repeats``) gets ``band x sqrt((1/N_A + 1/N_B) / 2)``.
+
+A device without a table gets :func:`conservative`: bands wide enough for what an H200
+showed between fresh processes and warm workers, and every line of ``compare`` says a
+default decided. docs/results.md explains the rule with a worked example; the file format
+is in docs/contracts.md ("floors.json"). Standard library only.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from .. import contracts
+from ..errors import UsageError
+
+__all__ = [
+    "FLOORS", "BIN_EDGES_MS", "DEFAULT_ALPHA", "Cell", "FloorsTable", "t_critical", "timer_group",
+    "history_of", "fit", "load", "find", "conservative", "floors_dirs", "write",
+]
+
+FLOORS = contracts.Contract("floors", "floors.json", "schema", 1, prefix="opscreen.floors/")
+BIN_EDGES_MS = (0.010,)  # [0, 10 us), [10 us, inf): the split two H200 sessions' A/A figures showed
+DEFAULT_ALPHA = 0.01  # two-sided, per row: the expected false calls are alpha x rows on a rerun
+HISTORIES = ("rerun", "cross")
+FLOORS_DIR_ENV = "OPSCREEN_FLOORS_DIR"
+
+# Two-sided critical values of Student's t, t(nu, 1 - alpha/2), for alpha 0.10, 0.05, 0.01,
+# 0.001 (any statistics table, e.g. NIST/SEMATECH e-Handbook 1.3.6.7.2); between the listed
+# nu the value is interpolated linearly in 1/nu, which is exact to 3 digits here. A table,
+# not scipy: the harness needs these few numbers and nothing else from it.
+_T_NU = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 22, 24, 26, 28, 30, 40, 60, 120)
+_T = {
+    0.10: (6.314, 2.920, 2.353, 2.132, 2.015, 1.943, 1.895, 1.860, 1.833, 1.812, 1.796, 1.782, 1.771, 1.761,
+           1.753, 1.746, 1.740, 1.734, 1.729, 1.725, 1.717, 1.711, 1.706, 1.701, 1.697, 1.684, 1.671, 1.658, 1.645),
+    0.05: (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+           2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.074, 2.064, 2.056, 2.048, 2.042, 2.021, 2.000, 1.980, 1.960),
+    0.01: (63.657, 9.925, 5.841, 4.604, 4.032, 3.707, 3.499, 3.355, 3.250, 3.169, 3.106, 3.055, 3.012, 2.977,
+           2.947, 2.921, 2.898, 2.878, 2.861, 2.845, 2.819, 2.797, 2.779, 2.763, 2.750, 2.704, 2.660, 2.617, 2.576),
+    0.001: (636.62, 31.599, 12.924, 8.610, 6.869, 5.959, 5.408, 5.041, 4.781, 4.587, 4.437, 4.318, 4.221, 4.140,
+            4.073, 4.015, 3.965, 3.922, 3.883, 3.850, 3.792, 3.745, 3.707, 3.674, 3.646, 3.551, 3.460, 3.373, 3.291),
+}
+
+
+def t_critical(nu: float, alpha: float = DEFAULT_ALPHA) -> float:
+    """Two-sided Student t critical value ``t(nu, 1 - alpha/2)`` for alpha in 0.10, 0.05,
+    0.01, 0.001; ``nu`` below 1 is taken as 1, infinite ``nu`` gives the normal's value."""
+    if alpha not in _T:
+        raise UsageError(f"--alpha {alpha:g}: choose one of {', '.join(f'{a:g}' for a in sorted(_T))}")
+    vals = _T[alpha]
+    if nu is None or math.isinf(nu):
+        return vals[-1]
+    nu = max(1.0, float(nu))
+    if nu >= _T_NU[-1]:  # between 120 and infinity, linear in 1/nu
+        return vals[-1] + (vals[-2] - vals[-1]) * (_T_NU[-1] / nu)
+    for i in range(len(_T_NU) - 1):
+        a, b = _T_NU[i], _T_NU[i + 1]
+        if a <= nu <= b:
+            w = (1.0 / a - 1.0 / nu) / (1.0 / a - 1.0 / b)
+            return vals[i] + (vals[i + 1] - vals[i]) * w
+    return vals[0]
+
+
+def timer_group(torch_timer: str | None, lib_timer: str | None) -> str:
+    """A row side pair's timer group: the method both sides used (``graph``, ``profiler``,
+    ``direct``, ``wallclock``), ``mixed`` when they differ or one fell back."""
+    from ..child.timed_value import timer_method
+
+    mt = timer_method(torch_timer) if torch_timer else None
+    ml = timer_method(lib_timer) if lib_timer else None
+    if mt is None or mt != ml or torch_timer != lib_timer:
+        return "mixed"
+    return mt
+
+
+def history_of(iso_a: str | None, iso_b: str | None) -> str:
+    """``rerun`` when both runs used the same isolation (unknown counts as op), else ``cross``."""
+    return "rerun" if (iso_a or "op") == (iso_b or "op") else "cross"
+
+
+def bin_of(latency_ms: float) -> tuple[float, float]:
+    lo = 0.0
+    for edge in BIN_EDGES_MS:
+        if latency_ms < edge:
+            return lo, edge
+        lo = edge
+    return lo, math.inf
+
+
+@dataclass
+class Cell:
+    """One (history, timer group, latency bin) of a floors table; fractions of ln(B/A)."""
+
+    history: str
+    timer: str
+    lo_ms: float
+    hi_ms: float  # math.inf for the last bin (written as null)
+    rows: int
+    ops: int
+    rms: float  # root mean square of d = ln(speedup_B / speedup_A)
+    rms_lib: float  # the same of ln(lib_ms_B / lib_ms_A)
+    rms_torch: float | None = None  # the same of ln(torch_ms_B / torch_ms_A) (None in tables before it: rms)
+    p50: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+    max: float | None = None
+    pairs: int = 0
+    alpha: float = DEFAULT_ALPHA
+
+    @property
+    def nu(self) -> float:
+        return math.inf if self.ops <= 0 else max(1, self.ops - 1)
+
+    def band(self, metric: str = "speedup", n_a: int = 1, n_b: int = 1) -> float:
+        """The half-width of ``|d|`` on a rerun at the table's alpha, for medians of
+        ``n_a`` and ``n_b`` processes."""
+        scale = {"speedup": self.rms, "lib_ms": self.rms_lib, "lib": self.rms_lib,
+                 "torch": self.rms_torch if self.rms_torch is not None else self.rms}[metric]
+        return t_critical(self.nu, self.alpha) * scale * math.sqrt((1.0 / max(1, n_a) + 1.0 / max(1, n_b)) / 2.0)
+
+    def label(self) -> str:
+        hi = "" if math.isinf(self.hi_ms) else f"<{self.hi_ms * 1000:g}us"
+        lo = f">={self.lo_ms * 1000:g}us" if self.lo_ms > 0 else ""
+        return f"{self.history}/{self.timer}/{lo}{hi}"
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["hi_ms"] = None if math.isinf(self.hi_ms) else self.hi_ms
+        d["band"] = round(self.band(), 6)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Cell":
+        known = set(cls.__dataclass_fields__)
+        vals = {k: v for k, v in d.items() if k in known}
+        vals["hi_ms"] = math.inf if vals.get("hi_ms") is None else float(vals["hi_ms"])
+        return cls(**vals)
+
+
+@dataclass
+class FloorsTable:
+    """A device model's cells, its provenance (how it was measured) and which devices it
+    is for (``match``: a regular expression the device name must match in full)."""
+
+    name: str
+    match: str
+    cells: list[Cell]
+    provenance: dict = field(default_factory=dict)
+    default: bool = False  # the conservative built-in table
+    path: str | None = None
+
+    def cell(self, history: str, timer: str, latency_ms: float) -> Cell | None:
+        lo, hi = bin_of(latency_ms)
+        for c in self.cells:
+            if c.history == history and c.timer == timer and c.lo_ms == lo and c.hi_ms == hi:
+                return c
+        return None
+
+    def matches(self, device_name: str | None) -> bool:
+        return bool(device_name) and re.fullmatch(self.match, str(device_name)) is not None
+
+    def to_json(self) -> dict:
+        return {"schema": FLOORS.tag(), "name": self.name, "match": self.match, "provenance": self.provenance,
+                "bin_edges_ms": list(BIN_EDGES_MS), "cells": [c.to_json() for c in self.cells]}
+
+
+def _quantile(sorted_vals: list[float], q: float) -> float:
+    i = min(len(sorted_vals) - 1, max(0, math.ceil(q * len(sorted_vals)) - 1))
+    return sorted_vals[i]
+
+
+def fit(pairs: Iterable[tuple[Any, Any, str]], *, name: str, match: str, provenance: dict,
+        alpha: float = DEFAULT_ALPHA) -> FloorsTable:
+    """A table from pairs of summaries ``(A, B, history)`` of the same ops: every row
+    measured in both with a positive speedup and library latency falls into its cell."""
+    from .summary import COL
+
+    acc: dict[tuple, dict] = {}
+    n_pairs: dict[tuple, set] = {}
+    for k, (a, b, history) in enumerate(pairs):
+        rows_a = {_key(r): r for r in a.rows if _usable(r)}
+        for rb in b.rows:
+            ra = rows_a.get(_key(rb))
+            if ra is None or not _usable(rb):
+                continue
+            ga = timer_group(ra[COL["torch_timer"]], ra[COL["lib_timer"]])
+            group = ga if ga == timer_group(rb[COL["torch_timer"]], rb[COL["lib_timer"]]) else "mixed"
+            lat = min(ra[COL["torch_ms"]], ra[COL["lib_ms"]], rb[COL["torch_ms"]], rb[COL["lib_ms"]])
+            key = (history, group, *bin_of(lat))
+            e = acc.setdefault(key, {"d": [], "dl": [], "dt": [], "ops": set()})
+            e["d"].append(math.log(rb[COL["speedup"]] / ra[COL["speedup"]]))
+            e["dl"].append(math.log(rb[COL["lib_ms"]] / ra[COL["lib_ms"]]))
+            e["dt"].append(math.log(rb[COL["torch_ms"]] / ra[COL["torch_ms"]]))
+            e["ops"].add(rb[COL["op"]])
+            n_pairs.setdefault(key, set()).add(k)
+    cells = []
+    for key in sorted(acc, key=lambda t: (HISTORIES.index(t[0]) if t[0] in HISTORIES else 9, t[1], t[2])):
+        e = acc[key]
+        ad = sorted(abs(x) for x in e["d"])
+        cells.append(Cell(
+            history=key[0], timer=key[1], lo_ms=key[2], hi_ms=key[3], rows=len(ad), ops=len(e["ops"]),
+            rms=round(math.sqrt(math.fsum(x * x for x in e["d"]) / len(ad)), 6),
+            rms_lib=round(math.sqrt(math.fsum(x * x for x in e["dl"]) / len(ad)), 6),
+            rms_torch=round(math.sqrt(math.fsum(x * x for x in e["dt"]) / len(ad)), 6),
+            p50=round(_quantile(ad, 0.5), 6), p90=round(_quantile(ad, 0.9), 6), p99=round(_quantile(ad, 0.99), 6),
+            max=round(ad[-1], 6), pairs=len(n_pairs[key]), alpha=alpha,
+        ))
+    return FloorsTable(name=name, match=match, cells=cells, provenance=provenance)
+
+
+def _key(r: list) -> tuple:
+    from .summary import COL
+
+    return (r[COL["op"]], r[COL["variant"]] or "", r[COL["dtype"]], r[COL["shape"]])
+
+
+def _usable(r: list) -> bool:
+    from .summary import COL
+
+    vals = (r[COL["speedup"]], r[COL["lib_ms"]], r[COL["torch_ms"]])
+    return r[COL["status"]] == "ok" and all(isinstance(v, (int, float)) and v > 0 for v in vals)
+
+
+# The built-in table for a device that has none: the widest an H200 showed between two
+# processes (worker against fresh, graph rows under 10 us: rms 4.1 %), rounded up, on 10 ops.
+_CONSERVATIVE = {  # (timer, below 10 us?) -> rms (log fraction)
+    ("graph", True): 0.045, ("graph", False): 0.015,
+    ("profiler", True): 0.06, ("profiler", False): 0.03,
+    ("direct", True): 0.10, ("direct", False): 0.05,
+    ("wallclock", True): 0.10, ("wallclock", False): 0.05,
+    ("mixed", True): 0.10, ("mixed", False): 0.05,
+}
+
+
+def conservative() -> FloorsTable:
+    """The table a device without one gets (its cells say ``ops`` 10: t(9) = 3.25)."""
+    cells = []
+    for history in HISTORIES:
+        for (timer, small), rms in _CONSERVATIVE.items():
+            lo, hi = (0.0, BIN_EDGES_MS[0]) if small else (BIN_EDGES_MS[0], math.inf)
+            cells.append(Cell(history=history, timer=timer, lo_ms=lo, hi_ms=hi, rows=0, ops=10, rms=rms, rms_lib=rms,
+                              rms_torch=rms))
+    return FloorsTable(name="conservative default", match=".*", cells=cells, default=True,
+                       provenance={"note": "no floors table for this device: run `opscreen calibrate` to measure one"})
+
+
+def load(path: str | Path) -> FloorsTable:
+    """Read a floors file; one-line UsageError for anything that is not one."""
+    p = Path(path)
+    try:
+        obj = contracts.load(FLOORS, p)
+    except contracts.ContractError as exc:
+        raise UsageError(f"--floors {p}: {exc}") from None
+    except OSError as exc:
+        raise UsageError(f"--floors {p}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        cells = [Cell.from_json(c) for c in obj.get("cells") or []]
+        table = FloorsTable(name=str(obj.get("name") or p.stem), match=str(obj.get("match") or ".*"), cells=cells,
+                            provenance=dict(obj.get("provenance") or {}), path=str(p))
+        re.compile(table.match)
+    except (TypeError, ValueError, re.error) as exc:
+        raise UsageError(f"--floors {p}: not a floors table of opscreen calibrate ({exc})") from None
+    return table
+
+
+def floors_dirs(environ=None) -> list[Path]:
+    """Where :func:`find` looks, first match wins: ``$OPSCREEN_FLOORS_DIR`` (default
+    ``$XDG_DATA_HOME/opscreen/floors``, else ``~/.local/share/opscreen/floors``: what
+    ``opscreen calibrate`` installs), then the tables shipped with opscreen."""
+    env = os.environ if environ is None else environ
+    user = env.get(FLOORS_DIR_ENV) or os.path.join(
+        env.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share"), "opscreen", "floors")
+    return [Path(user), Path(__file__).resolve().parent.parent / "assets" / "data" / "floors"]
+
+
+def find(device_name: str | None, dirs: Iterable[Path] | None = None) -> FloorsTable | None:
+    """The first floors table whose ``match`` fits the device name, in :func:`floors_dirs` order."""
+    for d in dirs if dirs is not None else floors_dirs():
+        try:
+            files = sorted(Path(d).glob("*.json"))
+        except OSError:
+            continue
+        for f in files:
+            try:
+                table = load(f)
+            except UsageError:
+                continue
+            if table.matches(device_name):
+                return table
+    return None
+
+
+def write(table: FloorsTable, path: str | Path) -> Path:
+    contracts.write(FLOORS, path, table.to_json(), fsync=False)
+    return Path(path)
+
+
+def format_table(table: FloorsTable) -> list[str]:
+    """The table as text lines: one per cell, the figures in percent."""
+    lines = [f"floors table: {table.name} (devices matching {table.match!r})"]
+    for c in table.cells:
+        q = " ".join(f"{n} {getattr(c, n) * 100:.2f}" for n in ("p50", "p90", "p99", "max") if getattr(c, n) is not None)
+        lines.append(f"  {c.label():<22} rows {c.rows:4d} ops {c.ops:3d}  |d| {q}  bands ±: speedup "
+                     f"{c.band() * 100:.2f}%, torch {c.band('torch') * 100:.2f}%, lib {c.band('lib') * 100:.2f}% "
+                     f"(alpha {c.alpha:g})")
+    return lines
