@@ -434,7 +434,7 @@ PY
       [ -d "$W/$m" ] && [ -d "$W/op" ] && pairs+=("$W/op" "$W/$m")
     done
     # what opscreen compare calls changed in each pair, by kernel size
-    [ "${#pairs[@]}" -gt 0 ] && python3 bench/compare_aa.py "${pairs[@]}" --json "$W/compare_aa.json"
+    set -- "${pairs[@]}"; while [ "$#" -ge 2 ]; do python3 bench/verdict_rates.py "$1" "$2"; shift 2; done
     # where the time went (phases.timer: opscreen's timers against the suite's own code), and why workers were replaced
     for m in op op2 wk; do [ -d "$W/$m" ] && { echo "== $m"; python3 -m opscreen summary "$W/$m" | grep -A12 "^where the time went"; }; done
     # speed: the worker against the op run on a warm cache (op2 when it ran: op compiled first)

@@ -29,7 +29,7 @@ import sys
 AUTOTUNER_MODULE = "triton.runtime.autotuner"
 _USED: dict[int, object] = {}  # id(tuner) -> tuner, for the tuners the op ran
 _PATCHED_ATTR = "__opscreen_autotune_wrapped__"
-_STATE = {"patched": 0, "source": None}
+_STATE = {"patched": 0}
 MAX_KEYS = 64  # winners per kernel kept in the record (a kernel tuned for many shapes)
 
 
@@ -65,13 +65,19 @@ def _wrap(run):
 
 
 def start() -> int:
-    """Patch the autotuner classes defined so far (again in a later op of a worker: new
-    subclasses may exist) and forget the tuners earlier ops ran; the number patched now."""
+    """Forget the tuners earlier ops ran (a warm worker's tuners outlive an op) and
+    :func:`patch`; the number of classes patched now."""
     _USED.clear()
+    return patch()
+
+
+def patch() -> int:
+    """Patch ``run`` of the autotuner classes defined so far that are not patched yet (the
+    identity plugin calls it before the op's tests and before each test: a suite may import
+    Triton late); the number patched now."""
     base = _base_class()
     if base is None:
         return 0
-    _STATE["source"] = AUTOTUNER_MODULE
     n = 0
     for cls in _subclasses(base):
         run = cls.__dict__.get("run")
@@ -135,7 +141,7 @@ def picks() -> dict:
         name = kernel_name(tuner)
         entry = kernels.setdefault(name, {"picks": {}, "from": origin, "configs": n_cfg})
         entry["picks"].update(winners)
-    source = _STATE["source"] or (AUTOTUNER_MODULE if _base_class() is not None else None)
+    source = AUTOTUNER_MODULE if _base_class() is not None else None
     return {"source": source, "kernels": dict(sorted(kernels.items()))}
 
 

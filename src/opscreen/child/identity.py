@@ -339,6 +339,11 @@ def pytest_runtestloop(session):
     _MARKS["measured"] = time.time()
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    _autotune.patch()  # autotuner classes a suite defined after its collection
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
     cfg = _config.load()

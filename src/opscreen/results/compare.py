@@ -347,7 +347,7 @@ class Comparison:
         samples' noise alone, all rows called faster or slower): the first are the calls
         an A/A between processes makes most often."""
         called = [r for r in self.rows if r.verdict in (Verdict.FASTER, Verdict.SLOWER)]
-        small = [r for r in called if r.a_timer == r.b_timer == "graph" and r.basis == "noise"
+        small = [r for r in called if r.a_timer == r.b_timer == "graph" and r.basis == "samples"
                  and r.a_torch_ms and r.a_lib_ms and min(r.a_torch_ms, r.a_lib_ms) < SMALL_KERNEL_MS]
         return len(small), len(called)
 
@@ -804,6 +804,12 @@ def _verdict_lines(c: Comparison) -> list:
             basis[r.basis] = basis.get(r.basis, 0) + 1
     if basis:
         L.append("bands set by: " + ", ".join(f"{k} {v}" for k, v in sorted(basis.items(), key=lambda kv: -kv[1])))
+    small, called = c.small_kernel_calls()
+    if small:
+        L.append(f"small kernels: {small} of the {called} rows called faster or slower are graph rows under "
+                 f"{SMALL_KERNEL_MS * 1000:g} us, which two processes of one setup read further apart than one run's "
+                 "samples show (an H200 rerun called 19 of 64 such rows changed); widen their bands with a floors "
+                 "table (drop --no-floors; opscreen calibrate) or --repeats 3 (docs/results.md)")
     exp, n = c.expected_false_calls()
     if n:
         L.append(f"expected false calls on a rerun of the same setup: about {exp:.1f} of these {n} rows "

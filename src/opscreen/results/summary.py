@@ -425,10 +425,8 @@ def _summarize_op(
     status_line: dict | None,
     run_identity: dict,
 ) -> tuple[OpSummary, list[list]]:
-    result = contracts.read(contracts.RESULT, op_dir / "result.json") if op_dir is not None else None
-    result = result if isinstance(result, dict) else {}
-    ident = contracts.read(contracts.RUN_IDENTITY, op_dir / "run_identity.json") if op_dir is not None else None
-    ident = ident if isinstance(ident, dict) else {}
+    result = _read_obj(contracts.RESULT, op_dir, "result.json")
+    ident = _read_obj(contracts.RUN_IDENTITY, op_dir, "run_identity.json")
     line = status_line or {}
     status = _s(line.get("status")) or _s(result.get("status")) or ("incomplete" if op_dir is not None else "unknown")
     damage = _record_damage(op_dir) if op_dir is not None else None
@@ -456,9 +454,8 @@ def _summarize_op(
         capture_aborts=[a["test"] for a in result.get("capture_aborts") or ()
                         if isinstance(a, dict) and isinstance(a.get("test"), str)],
         autotune=ident.get("autotune") if isinstance(ident.get("autotune"), dict) else None,
+        autotune_processes=_repeat_autotune(op_dir) if op_dir is not None else [],
     )
-    if op_dir is not None:
-        info.autotune_processes = _repeat_autotune(op_dir)
     if op_dir is None:
         return info, []
     rows, log, sources = _op_rows(op_dir)
@@ -501,6 +498,12 @@ def _summarize_op(
     info.ok_rows = ok
     info.geomean = _exp_mean(logs)
     return info, out
+
+
+def _read_obj(contract, op_dir: Path | None, name: str) -> dict:
+    """The contract file ``name`` of an op dir as a dict; {} when absent or damaged."""
+    obj = contracts.read(contract, op_dir / name) if op_dir is not None else None
+    return obj if isinstance(obj, dict) else {}
 
 
 def _repeat_autotune(op_dir: Path) -> list[dict]:

@@ -1,0 +1,122 @@
+"""Autotune picks (child/autotune.py): which config each autotuned kernel of an op chose in
+its process, recorded in the op identity, and ``compare``'s ``pick`` verdict when two runs
+chose differently. Triton is the stand-in of tests/fixtures/fake_triton (its Autotuner has
+Triton's shape); the end-to-end test runs the fault suite's ``autotuned`` op twice, each
+process picking another config (``FAKE_TRITON_PICK``)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FAKE_TRITON = ROOT / "tests" / "fixtures" / "fake_triton"
+FAULTS = ROOT / "tests" / "fixtures" / "suites" / "faults"
+
+
+@pytest.fixture
+def fake_triton(monkeypatch):
+    monkeypatch.syspath_prepend(str(FAKE_TRITON))
+    for name in [m for m in sys.modules if m == "triton" or m.startswith("triton.")]:
+        monkeypatch.delitem(sys.modules, name)
+    import triton
+
+    yield triton
+    for name in [m for m in sys.modules if m == "triton" or m.startswith("triton.")]:
+        del sys.modules[name]
+
+
+def test_picks_of_the_tuners_an_op_ran(fake_triton, monkeypatch):
+    from opscreen.child import autotune
+
+    triton = fake_triton
+    from triton.runtime.autotuner import LibTunerLike
+
+    @triton.autotune([triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})], key=["n"])
+    def k(n, BLOCK, num_warps):
+        return n * BLOCK
+
+    def lib_kernel(n, B, num_warps):
+        return 0
+
+    lt = LibTunerLike(lib_kernel, [triton.Config({"B": 1}), triton.Config({"B": 2})], ["n"])
+
+    @triton.autotune([triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})], key=["n"])
+    def unused(n, BLOCK, num_warps):
+        return 0
+
+    monkeypatch.setenv("FAKE_TRITON_PICK", "1")
+    autotune.start()
+    k.run(n=5)
+    k.run(n=7)
+    lt.run(n=3)
+    rec = autotune.picks()
+    assert rec["source"] == "triton.runtime.autotuner"
+    name = next(n for n in rec["kernels"] if n.endswith(".k"))
+    assert rec["kernels"][name] == {"picks": {"(5,)": "BLOCK: 128, num_warps: 4", "(7,)": "BLOCK: 128, num_warps: 4"},
+                                    "from": "cache", "configs": 2}
+    assert next(v for n, v in rec["kernels"].items() if n.endswith("lib_kernel"))["from"] == "last"
+    assert not any(n.endswith("unused") for n in rec["kernels"])  # never ran in this op
+    # a worker's next op: forgotten, and patching twice does not wrap twice
+    assert autotune.start() == 0
+    assert autotune.picks()["kernels"] == {}
+    # the comparison of two records: only (kernel, key) both hold, with another config
+    other = json.loads(json.dumps(rec))
+    other["kernels"][name]["picks"]["(5,)"] = "BLOCK: 64, num_warps: 4"
+    other["kernels"][name]["picks"]["(9,)"] = "BLOCK: 64, num_warps: 4"
+    assert autotune.differing(rec, other) == [
+        {"kernel": name, "key": "(5,)", "a": "BLOCK: 128, num_warps: 4", "b": "BLOCK: 64, num_warps: 4"}]
+    assert autotune.differing(rec, rec) == [] and autotune.differing(None, rec) == []
+
+
+def test_no_triton_nothing_to_record():
+    from opscreen.child import autotune
+
+    if "triton.runtime.autotuner" in sys.modules:
+        pytest.skip("a real or stand-in triton is imported in this process")
+    assert autotune.start() == 0
+    assert autotune.picks() == {"source": None, "kernels": {}}
+
+
+def _op(suite: Path, out: Path, pick: str, tmp: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPSCREEN_", "FAKE_TRITON"))}
+    env.update(PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(FAULTS / "stub_torch"), str(FAKE_TRITON)]),
+               FAULTS_STATE_DIR=str(tmp / "state"), FAKE_TRITON_PICK=pick, PYTHONDONTWRITEBYTECODE="1")
+    return subprocess.run([sys.executable, "-m", "opscreen", "op", "autotuned", "--suite", str(suite), "--backend",
+                           "cpu", "--out", str(out)], env=env, capture_output=True, text=True, timeout=240,
+                          stdin=subprocess.DEVNULL)
+
+
+def test_two_processes_that_pick_differently_compare_as_pick(tmp_path):
+    suite = tmp_path / "suite"
+    shutil.copytree(FAULTS, suite, ignore=shutil.ignore_patterns("__pycache__", "result_*.log"))
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    for out, pick in ((a, "0"), (b, "1"), (c, "0")):
+        res = _op(suite, out, pick, tmp_path)
+        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    ident = json.loads((a / "run_identity.json").read_text())
+    (name, entry), = ident["autotune"]["kernels"].items()
+    assert name.endswith("test_autotuned.kernel") and entry["from"] == "cache"
+    assert entry["picks"] == {"(64,)": "BLOCK: 64, num_warps: 4", "(4096,)": "BLOCK: 64, num_warps: 4"}
+
+    def compare(x, y):
+        res = subprocess.run([sys.executable, "-m", "opscreen", "compare", str(x), str(y), "--fail-on", "5",
+                              "--out", str(tmp_path / "cmp.csv")], env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+                             capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        with open(tmp_path / "cmp.csv", newline="") as fh:
+            return res, list(csv.DictReader(fh))
+
+    res, rows = compare(a, b)  # the library twice as slow, with another config: pick, not slower
+    assert res.returncode == 0, res.stdout + res.stderr  # --unresolved ignore: a pick does not fail the gate
+    assert [r["verdict"] for r in rows] == ["pick", "pick"]
+    assert all("A BLOCK: 64, num_warps: 4 | B BLOCK: 128, num_warps: 4" in r["pick"] for r in rows)
+    assert "autotune picks differ in 1 op(s)" in res.stdout
+    res, rows = compare(a, c)  # the same picks in both processes: no pick, nothing called
+    assert {r["verdict"] for r in rows} <= {"same", "unresolved"} and not any(r["pick"] for r in rows)

@@ -1,0 +1,230 @@
+"""The verdict rule of ``opscreen compare`` (issue 31): floors tables of the noise between
+processes, each side on its own band, the three verdicts, ``pick``, the test over
+processes, the gate's exit codes, and ``opscreen calibrate``."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from opscreen.cli import main
+from opscreen.results import noise
+from opscreen.results.compare import Verdict, compare_summaries, format_comparison
+from opscreen.results.summary import COLUMNS, OpSummary, Summary
+from synth import make_run
+
+H200 = {"device_name": "NVIDIA H200", "backend": "cuda", "isolation": "op", "timer": "graph"}
+
+
+def _row(**kw) -> list:
+    d = dict.fromkeys(COLUMNS)
+    d.update(op="op", test="", dtype="float32", shape="[1]", status="ok", op_status="passed",
+             torch_timer="graph", lib_timer="graph", torch_rsd=0.0005, lib_rsd=0.0005)
+    d.update(kw)
+    if d["speedup"] is None and d["torch_ms"] and d["lib_ms"]:
+        d["speedup"] = d["torch_ms"] / d["lib_ms"]
+    return [d[c] for c in COLUMNS]
+
+
+def _summary(rows, caliber=None, name="x", autotune=None) -> Summary:
+    ops = [OpSummary(op=o, status="passed", autotune=(autotune or {}).get(o)) for o in sorted({r[0] for r in rows})]
+    return Summary(kind="run", name=name, identity={}, caliber=dict(caliber or H200), ops=ops, rows=rows)
+
+
+def _table(rms=0.01, rms_torch=0.01, rms_lib=0.002, ops=11, history="rerun") -> noise.FloorsTable:
+    cells = [noise.Cell(history=history, timer="graph", lo_ms=lo, hi_ms=hi, rows=100, ops=ops, rms=rms,
+                        rms_lib=rms_lib, rms_torch=rms_torch)
+             for lo, hi in ((0.0, 0.010), (0.010, math.inf))]
+    return noise.FloorsTable(name="test table", match="NVIDIA H200", cells=cells, provenance={"seed": 1})
+
+
+def _one(a_kw, b_kw, **kw):
+    a, b = _summary([_row(**a_kw)], name="A"), _summary([_row(**b_kw)], name="B")
+    kw.setdefault("table", _table())
+    c = compare_summaries(a, b, **kw)
+    return c.rows[0], c
+
+
+def test_t_critical_is_students_t():
+    assert noise.t_critical(1, 0.01) == pytest.approx(63.657)
+    assert noise.t_critical(10, 0.01) == pytest.approx(3.169)
+    assert noise.t_critical(10, 0.05) == pytest.approx(2.228)
+    assert noise.t_critical(math.inf, 0.01) == pytest.approx(2.576)
+    assert 2.576 < noise.t_critical(500, 0.01) < noise.t_critical(120, 0.01) == pytest.approx(2.617)
+    assert noise.t_critical(2.5, 0.01) < noise.t_critical(2, 0.01)  # between rows, monotone
+    with pytest.raises(Exception, match="alpha"):
+        noise.t_critical(10, 0.2)
+
+
+def test_each_side_on_its_own_band():
+    band_lib = 3.169 * 0.002  # t(10) x rms_lib
+    # the library 3 % slower, torch unchanged: beyond the library's 0.63 % band and the 1 % minimum
+    r, _ = _one({"torch_ms": 0.1, "lib_ms": 0.1}, {"torch_ms": 0.1, "lib_ms": 0.103})
+    assert r.verdict == Verdict.SLOWER and r.side == "lib" and r.basis == "floors"
+    assert r.band == pytest.approx(band_lib, rel=1e-3) and r.floors == "rerun/graph/>=10us"
+    # the library 0.5 % slower: beyond its band but under the minimum practical change: same
+    r, _ = _one({"torch_ms": 0.1, "lib_ms": 0.1}, {"torch_ms": 0.1, "lib_ms": 0.1005})
+    assert r.verdict == Verdict.SAME
+    # torch alone 8 % slower (the speedup moved 8 %): the baseline moved, not the library
+    r, _ = _one({"torch_ms": 0.1, "lib_ms": 0.1}, {"torch_ms": 0.108, "lib_ms": 0.1})
+    assert r.verdict == Verdict.UNRESOLVED and r.basis == "baseline" and r.side == "torch"
+    assert r.change == pytest.approx(0.08)
+    # both 5 % slower (a drift of the whole process): the speedup did not move: same
+    r, _ = _one({"torch_ms": 0.1, "lib_ms": 0.1}, {"torch_ms": 0.105, "lib_ms": 0.105})
+    assert r.verdict == Verdict.SAME and r.side == "speedup"
+    # across device models the speedup alone is judged (latencies are not comparable)
+    a = _summary([_row(torch_ms=0.1, lib_ms=0.1)], name="A")
+    b = _summary([_row(torch_ms=0.05, lib_ms=0.05)], caliber={**H200, "device_name": "NVIDIA H100"}, name="B")
+    r = compare_summaries(a, b, table=_table()).rows[0]
+    assert r.side == "speedup" and r.verdict == Verdict.SAME and r.basis == "floors"
+
+
+def test_same_or_unresolved_by_margin():
+    wide = _table(rms_lib=0.01)  # band_lib = 3.169 %
+    inside = _one({"torch_ms": 0.1, "lib_ms": 0.1}, {"torch_ms": 0.1, "lib_ms": 0.1015}, table=wide)[0]
+    assert inside.verdict == Verdict.SAME  # 1.49 % + 3.17 % <= 5 %
+    outside = _one({"torch_ms": 0.1, "lib_ms": 0.1}, {"torch_ms": 0.1, "lib_ms": 0.1025}, table=wide)[0]
+    assert outside.verdict == Verdict.UNRESOLVED  # 2.47 % + 3.17 % > 5 %, and not beyond the band
+    assert _one({"torch_ms": 0.1, "lib_ms": 0.1}, {"torch_ms": 0.1, "lib_ms": 0.1025}, table=wide,
+                max_band=0.06)[0].verdict == Verdict.SAME
+
+
+def test_repeats_narrow_the_floors_band_and_test_over_processes():
+    t = _table(rms_lib=0.01)
+    one = _one({"torch_ms": 0.1, "lib_ms": 0.1}, {"torch_ms": 0.1, "lib_ms": 0.1025}, table=t)[0]
+    rep = dict(repeats=3, lib_spread=0.001, torch_spread=0.001, speedup_spread=0.001)
+    three = _one({"torch_ms": 0.1, "lib_ms": 0.1, **rep}, {"torch_ms": 0.1, "lib_ms": 0.1025, **rep}, table=t)[0]
+    assert three.band == pytest.approx(one.band / math.sqrt(3), rel=1e-3)
+    assert one.verdict == Verdict.UNRESOLVED and three.verdict == Verdict.SLOWER
+    # a wide spread between the processes: the Welch test's band decides
+    noisy = dict(repeats=3, lib_spread=0.2, torch_spread=0.001, speedup_spread=0.2)
+    r = _one({"torch_ms": 0.1, "lib_ms": 0.1, **noisy}, {"torch_ms": 0.1, "lib_ms": 0.105, **noisy}, table=t)[0]
+    sigma = math.log1p(0.2) / 1.693
+    se = math.sqrt(2 * sigma**2 / 3)
+    assert r.basis == "repeats" and r.band == pytest.approx(noise.t_critical(4, 0.01) * se, rel=1e-3)
+    assert r.verdict == Verdict.UNRESOLVED
+
+
+def test_no_table_gets_the_conservative_default_and_says_so():
+    a = _summary([_row(torch_ms=0.1, lib_ms=0.1)], caliber={**H200, "device_name": "Vendor X1"}, name="A")
+    b = _summary([_row(torch_ms=0.1, lib_ms=0.1)], caliber={**H200, "device_name": "Vendor X1"}, name="B")
+    c = compare_summaries(a, b)  # no table matches "Vendor X1"
+    assert c.table is None and c.rows[0].basis == "floors-default"
+    assert "no table for Vendor X1: a conservative default decided" in format_comparison(c)
+    c = compare_summaries(a, b, table=False)
+    assert c.rows[0].basis == "samples" and "--no-floors" in format_comparison(c)
+
+
+def test_the_shipped_h200_table_is_found_by_device_name():
+    t = noise.find("NVIDIA H200")
+    assert t is not None and t.path.endswith("nvidia-h200.json")
+    assert t.provenance["seed"] == 20261208 and len(t.provenance["ops"]) >= 10
+    assert t.provenance["device_name"] == "NVIDIA H200" and t.provenance["triton_version"]
+    assert t.cell("rerun", "graph", 0.005) is not None and t.cell("cross", "graph", 0.5) is not None
+    assert noise.find("AMD Instinct MI300X") is None
+
+
+def test_pick_when_the_autotune_picks_differ():
+    at = lambda cfg: {"source": "triton.runtime.autotuner",  # noqa: E731
+                      "kernels": {"lib.k": {"picks": {"(64,)": cfg}, "from": "cache", "configs": 2}}}
+    a = _summary([_row(torch_ms=0.1, lib_ms=0.1)], name="A", autotune={"op": at("BLOCK: 64")})
+    b = _summary([_row(torch_ms=0.1, lib_ms=0.2)], name="B", autotune={"op": at("BLOCK: 128")})
+    c = compare_summaries(a, b, table=_table())
+    r = c.rows[0]
+    assert r.verdict == Verdict.PICK and r.basis == "pick"
+    text = format_comparison(c)
+    assert "autotune picks differ in 1 op" in text and "A BLOCK: 64 | B BLOCK: 128" in text
+    assert c.failing(5, "ignore") == [] and c.failing(5, "fail") == [r]
+    # the same picks: a plain regression
+    b2 = _summary([_row(torch_ms=0.1, lib_ms=0.2)], name="B", autotune={"op": at("BLOCK: 64")})
+    assert compare_summaries(a, b2, table=_table()).rows[0].verdict == Verdict.SLOWER
+
+
+def test_fit_recovers_the_scale_of_known_noise():
+    import random
+
+    rng = random.Random(7)
+    def run(name):
+        rows = []
+        for op in range(20):
+            for i in range(10):
+                t, lib = 0.05 * math.exp(rng.gauss(0, 0.01)), 0.05 * math.exp(rng.gauss(0, 0.002))
+                rows.append(_row(op=f"op{op}", shape=f"[{i}]", torch_ms=t, lib_ms=lib))
+        return _summary(rows, name=name)
+    a, b = run("a"), run("b")
+    t = noise.fit([(a, b, "rerun")], name="fit", match=".*", provenance={})
+    (cell,) = t.cells
+    assert (cell.history, cell.timer, cell.lo_ms, cell.rows, cell.ops) == ("rerun", "graph", 0.010, 200, 20)
+    # a difference of two processes has sqrt(2) x each one's scale
+    assert cell.rms_torch == pytest.approx(0.01 * math.sqrt(2), rel=0.15)
+    assert cell.rms_lib == pytest.approx(0.002 * math.sqrt(2), rel=0.15)
+    # a rerun of the same noise judged with that table: about alpha x rows called, no more
+    calls = 0
+    for k in range(5):
+        c = compare_summaries(run(f"a{k}"), run(f"b{k}"), table=t)
+        calls += sum(r.verdict in (Verdict.FASTER, Verdict.SLOWER) for r in c.rows)
+    assert calls <= 5  # of 1000 rows, alpha 1 %: expected <= 10 (the minimum change cuts more)
+
+
+def test_floors_files_load_and_bad_ones_are_one_line(tmp_path, capsys):
+    t = _table()
+    p = noise.write(t, tmp_path / "t.json")
+    back = noise.load(p)
+    assert [c.to_json() for c in back.cells] == [c.to_json() for c in t.cells]
+    assert json.loads(p.read_text())["schema"] == "opscreen.floors/1"
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    for args in (["--floors", str(bad)], ["--floors", str(tmp_path / "missing.json")], ["--alpha", "0.3"],
+                 ["--floors", str(p), "--no-floors"]):
+        a = make_run(tmp_path / "a", n_ops=2, seed=1) and tmp_path / "a"
+        assert main(["compare", str(a), str(a), *args]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1, err
+
+
+def _csv(path: Path) -> list[dict]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_gate_exit_codes(tmp_path, capsys):
+    a, same, slow = tmp_path / "a", tmp_path / "same", tmp_path / "slow"
+    for d in (a, same):
+        make_run(d, n_ops=6, seed=5, fail_rate=0, timeout_rate=0, fatal_rate=0)
+    make_run(slow, n_ops=6, seed=5, fail_rate=0, timeout_rate=0, fatal_rate=0,
+             perturb=lambda op, dt, si, lib: lib * 1.25 if op == "op0001" else lib)
+    assert main(["compare", str(a), str(same), "--fail-on", "5"]) == 0
+    assert "PASS:" in capsys.readouterr().out
+    assert main(["compare", str(a), str(slow), "--fail-on", "5"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL:" in out and "op0001" in out
+    assert main(["compare", str(a), str(slow), "--fail-on", "30"]) == 0  # -20 % is under the gate's 30 %
+    rows = _csv(slow / "compare.csv")
+    assert {r["verdict"] for r in rows if r["op"] == "op0001" and r["a_timer"] == "graph"} == {"slower"}
+
+
+def test_calibrate_from_run_dirs(tmp_path, capsys):
+    runs = []
+    for k in range(3):
+        d = tmp_path / f"r{k}"
+        make_run(d, n_ops=6, seed=5, fail_rate=0, timeout_rate=0, fatal_rate=0,
+                 perturb=lambda op, dt, si, lib, k=k: lib * (1 + 0.003 * ((hash((op, dt, si, k)) % 7) - 3)))
+        runs.append(str(d))
+    out = tmp_path / "floors.json"
+    assert main(["calibrate", *runs, "--seed", "42", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "floors table: NVIDIA H200" in text and f"wrote {out}" in text
+    t = noise.load(out)
+    assert t.provenance["seed"] == 42 and len(t.provenance["runs"]) == 3
+    assert t.cells and all(c.history == "rerun" and c.rows > 0 for c in t.cells)
+    assert main(["compare", runs[0], runs[1], "--floors", str(out)]) == 0
+    assert f"floors: NVIDIA H200 ({out})" in capsys.readouterr().out
+    # bad input: one line, exit 2, nothing written
+    for args in ([runs[0]], [], [runs[0], runs[1], "--backend", "cpu"], [*runs, "--histories", "op"]):
+        assert main(["calibrate", *args, "--out", str(tmp_path / "no.json")]) == 2
+        assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    assert not (tmp_path / "no.json").exists()
