@@ -10,6 +10,7 @@ test suite's run.
 from __future__ import annotations
 
 import re
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -77,6 +78,34 @@ def test_relative_links_resolve_to_files(page):
     assert broken == [], f"{page.relative_to(ROOT)}: links to files that do not exist: {broken}"
 
 
+_HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.M)
+
+
+def slug(heading: str) -> str:
+    """The anchor Python-Markdown's toc (MkDocs) gives a heading: its text, lower case,
+    punctuation dropped, runs of spaces and hyphens as one hyphen."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading).replace("`", "")
+    text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
+    return re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", text).strip().lower())
+
+
+def anchors(page: Path) -> set[str]:
+    return {slug(h) for h in _HEADING.findall(_FENCE.sub("", page.read_text()))}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_anchors_of_links_between_docs_pages_exist(page):
+    broken = []
+    for target in _LINK.findall(_prose(page.read_text())):
+        path, _, anchor = target.partition("#")
+        if not anchor or _SCHEME.match(target):
+            continue
+        dest = page if not path else page.parent / path
+        if dest.suffix == ".md" and dest.parent == DOCS and dest.is_file() and anchor not in anchors(dest):
+            broken.append(target)
+    assert broken == [], f"docs/{page.name}: links to headings that do not exist: {broken}"
+
+
 def test_readme_links_the_docs_pages_it_replaced():
     linked = {(README.parent / t).resolve() for t in relative_links(README.read_text())}
     # index.md and flaggems.md are README's own sections, included on the site
@@ -130,3 +159,6 @@ def test_link_finder():
         "[e](#anchor) `[f](nope.md)` <!-- [g](nope.md) -->\n```text\n[h](nope.md)\n```\n[i](<../bench/y.md>)\n"
     )
     assert relative_links(text) == ["usage.md", "usage.md", "img/x.png", "../bench/y.md"]
+    assert slug("`opscreen run`: the batch screen") == "opscreen-run-the-batch-screen"
+    assert slug("graph (`opscreen.child.graph`)") == "graph-opscreenchildgraph"
+    assert slug("Power limit: idle time between samples") == "power-limit-idle-time-between-samples"
