@@ -8,6 +8,7 @@ child_config         child_config.json      schema     1
 result               result.json            schema     1
 run_identity         run_identity.json      schema     "opscreen.identity/1" (kinds op, run)
 summary              summary.json           version    2
+floors               floors.json            schema     "opscreen.floors/1" (opscreen calibrate)
 ===================  =====================  =========  =====================================
 
 Reading a file checks its version:
@@ -38,7 +39,7 @@ from .fsio import atomic_write_json
 
 __all__ = [
     "Contract", "ContractError", "NewerVersion", "Damaged",
-    "CHILD_CONFIG", "RESULT", "RUN_IDENTITY", "SUMMARY", "CONTRACTS",
+    "CHILD_CONFIG", "RESULT", "RUN_IDENTITY", "SUMMARY", "FLOORS", "CONTRACTS",
     "version_of", "upgrade", "stamp", "load", "read", "write",
 ]
 
@@ -106,7 +107,8 @@ RESULT = Contract("result", "result.json", "schema", 1)
 RUN_IDENTITY = Contract("run_identity", "run_identity.json", "schema", 1, prefix="opscreen.identity/")
 SUMMARY = Contract("summary", "summary.json", "version", 2, label="summary version",
                    migrations={2: summary_update_to_2})
-CONTRACTS = (CHILD_CONFIG, RESULT, RUN_IDENTITY, SUMMARY)
+FLOORS = Contract("floors", "floors.json", "schema", 1, prefix="opscreen.floors/")
+CONTRACTS = (CHILD_CONFIG, RESULT, RUN_IDENTITY, SUMMARY, FLOORS)
 
 
 def version_of(contract: Contract, obj: dict) -> int | None:

@@ -332,6 +332,19 @@ def cache_root(environ: Mapping[str, str]) -> str:
     return os.path.join(base, "opscreen")
 
 
+FLOORS_DIR_ENV = "OPSCREEN_FLOORS_DIR"
+
+
+def floors_dir(environ: Mapping[str, str]) -> str:
+    """The user's floors tables (``opscreen calibrate`` writes there, ``compare`` looks there
+    first): ``$OPSCREEN_FLOORS_DIR``, else ``$XDG_DATA_HOME/opscreen/floors``, else
+    ``~/.local/share/opscreen/floors``."""
+    if environ.get(FLOORS_DIR_ENV):
+        return environ[FLOORS_DIR_ENV]
+    base = environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(base, "opscreen", "floors")
+
+
 def check_cache_dir(path: str | os.PathLike, name: str) -> str:
     """A cache folder: a name the system can look up that is not a file (it need not exist)."""
     check_path(path, name)

@@ -45,11 +45,10 @@ __all__ = [
     "history_of", "fit", "load", "find", "conservative", "floors_dirs", "write",
 ]
 
-FLOORS = contracts.Contract("floors", "floors.json", "schema", 1, prefix="opscreen.floors/")
+FLOORS = contracts.FLOORS
 BIN_EDGES_MS = (0.010,)  # [0, 10 us), [10 us, inf): the split two H200 sessions' A/A figures showed
 DEFAULT_ALPHA = 0.01  # two-sided, per row: the expected false calls are alpha x rows on a rerun
 HISTORIES = ("rerun", "cross")
-FLOORS_DIR_ENV = "OPSCREEN_FLOORS_DIR"
 
 # Two-sided critical values of Student's t, t(nu, 1 - alpha/2), for alpha 0.10, 0.05, 0.01,
 # 0.001 (any statistics table, e.g. NIST/SEMATECH e-Handbook 1.3.6.7.2); between the listed
@@ -290,13 +289,13 @@ def load(path: str | Path) -> FloorsTable:
 
 
 def floors_dirs(environ=None) -> list[Path]:
-    """Where :func:`find` looks, first match wins: ``$OPSCREEN_FLOORS_DIR`` (default
-    ``$XDG_DATA_HOME/opscreen/floors``, else ``~/.local/share/opscreen/floors``: what
-    ``opscreen calibrate`` installs), then the tables shipped with opscreen."""
+    """Where :func:`find` looks, first match wins: the user's floors dir
+    (:func:`opscreen.settings.floors_dir`: what ``opscreen calibrate`` writes), then the
+    tables shipped with opscreen (``assets/data/floors``)."""
+    from ..settings import floors_dir
+
     env = os.environ if environ is None else environ
-    user = env.get(FLOORS_DIR_ENV) or os.path.join(
-        env.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share"), "opscreen", "floors")
-    return [Path(user), Path(__file__).resolve().parent.parent / "assets" / "data" / "floors"]
+    return [Path(floors_dir(env)), Path(__file__).resolve().parent.parent / "assets" / "data" / "floors"]
 
 
 def find(device_name: str | None, dirs: Iterable[Path] | None = None) -> FloorsTable | None:
