@@ -76,7 +76,6 @@ def test_environment_is_scoped_by_command():
         (S.OP, ["--grace", "nan"], {}, {}, "--grace nan: give a number of seconds >= 0"),
         (S.RUN, ["--retries", "-1"], {}, {}, "--retries must be >= 0"),
         (S.RUN, ["--fatal-threshold", "-2"], {}, {}, "--fatal-threshold must be >= 0"),
-        (S.OP, ["--device", "-1"], {}, {}, "--device -1: give a device index >= 0"),
         (S.OP, [], {"USE_FLAGTUNE": "yes"}, {}, "USE_FLAGTUNE must be 0 or 1, not 'yes'"),
         (S.RUN, [], {"DTYPES": "float99"}, {}, "bad dtype 'float99'"),
         (S.RUN, [], {}, {"repeats": 0}, "--repeats 0: give a whole number of processes per op, 1 to 100"),
@@ -87,6 +86,12 @@ def test_every_source_is_validated_in_one_line(command, argv, env, recorded, mes
     with pytest.raises(UsageError) as exc:
         S.resolve(command, parse(command, *argv), env, recorded)
     assert message in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_a_bad_device_index_is_refused_by_the_parser(capsys):
+    with pytest.raises(SystemExit) as exc:
+        parse(S.OP, "--device", "-1")
+    assert exc.value.code == 2 and "give a whole number >= 0 in ASCII digits" in capsys.readouterr().err
 
 
 def test_given_as_empty_is_one_line_with_the_declared_hint():
