@@ -93,7 +93,7 @@ def test_fallback_rows_are_unresolved_never_same(pair, capsys):
     assert list(graph.values()).count("slower") == 1 and list(graph.values()).count("faster") == 1
     assert set(graph.values()) == {"same", "slower", "faster"}
     assert f"unresolved {n_un}," in out
-    assert f"unresolved ({n_un} rows: change ± band reaches past ±5%" in out
+    assert f"unresolved ({n_un} rows: a change inside its band whose interval reaches past ±5%" in out
     assert f"±{100 * band:.1f}" in out  # listed with its band
     # a margin wider than change + band lets the 10 % moves count as the same
     assert main(["compare", str(a), str(b), "--no-floors", "--margin", "100"]) == 0

@@ -247,6 +247,7 @@ class CompareRow:
     basis: str | None = None  # the source that set the band: samples | threshold | floors | floors-default | repeats | aa
     floors: str | None = None  # the floors cell the row was looked up in (history/timer/latency bin)
     side: str | None = None  # what was judged: lib or torch (each side on its own, one device model) or speedup
+    judged: float | None = None  # that quantity's change, + when it got faster (lib_A/lib_B - 1, torch_A/torch_B - 1)
     a_speedup: float | None = None
     b_speedup: float | None = None
     a_lib_ms: float | None = None
@@ -272,7 +273,7 @@ class CompareRow:
 CSV_COLUMNS = [
     "op", "test", "variant", "dtype", "shape", "verdict", "change_pct", "band_pct", "basis",
     "a_speedup", "b_speedup", "a_lib_ms", "b_lib_ms", "a_torch_ms", "b_torch_ms",
-    "a_noise_pct", "b_noise_pct", "a_status", "b_status", "a_timer", "b_timer", "side", "floors", "pick",
+    "a_noise_pct", "b_noise_pct", "a_status", "b_status", "a_timer", "b_timer", "side", "judged_pct", "floors", "pick",
 ]  # fmt: skip
 
 
@@ -412,7 +413,7 @@ class Comparison:
             return [
                 r.op, r.test, r.variant, r.dtype, r.shape, r.verdict.value, _pct(r.change), _pct(r.band), r.basis,
                 r.a_speedup, r.b_speedup, r.a_lib_ms, r.b_lib_ms, r.a_torch_ms, r.b_torch_ms,
-                _pct(r.a_noise), _pct(r.b_noise), r.a_status, r.b_status, r.a_timer, r.b_timer, r.side, r.floors,
+                _pct(r.a_noise), _pct(r.b_noise), r.a_status, r.b_status, r.a_timer, r.b_timer, r.side, _pct(r.judged), r.floors,
                 _pick_text(self.picks.get(r.op)) if r.verdict == Verdict.PICK else None,
             ]  # fmt: skip
 
@@ -575,13 +576,15 @@ def _judge_sides(cr: CompareRow, ra: list, rb: list, lr: float, ctx: dict) -> No
     bs, basis_s, _ = _band("speedup", cr, ra, rb, "speedup", ctx)
     lib_moved, torch_moved = _moved(dl, bl, ctx["min_change"]), _moved(dt, bt, ctx["min_change"])
     cr.floors = label
+    cr.judged = math.expm1(-dl)
     if lib_moved and not torch_moved:
         cr.band, cr.basis, cr.side = bl, basis_l, "lib"
         cr.verdict = _verdict(-dl, bl, ctx["min_change"], ctx["margin"], cr.op in ctx["picks"])
     elif torch_moved and not lib_moved:
         cr.band, cr.basis, cr.side, cr.verdict = bt, "baseline", "torch", Verdict.UNRESOLVED
+        cr.judged = math.expm1(-dt)
     elif lib_moved:  # both moved (a drift common to the process cancels in the speedup)
-        cr.band, cr.basis, cr.side = bs, basis_s, "speedup"
+        cr.band, cr.basis, cr.side, cr.judged = bs, basis_s, "speedup", math.expm1(lr)
         cr.verdict = _verdict(lr, bs, ctx["min_change"], ctx["margin"], cr.op in ctx["picks"])
     else:  # neither: the library is the same if its change's interval lies within the margin
         cr.band, cr.basis, cr.side = bl, basis_l, "lib"
@@ -613,7 +616,7 @@ def _join_measured(cr: CompareRow, ra: list, rb: list, vi: int, metric: str, ctx
             _judge_sides(cr, ra, rb, lr, ctx)
         else:
             cr.band, cr.basis, cr.floors = _band("speedup", cr, ra, rb, metric, ctx)
-            cr.side = "lib" if metric == "lib_ms" else "speedup"
+            cr.side, cr.judged = ("lib" if metric == "lib_ms" else "speedup"), cr.change
             cr.verdict = _verdict(lr, cr.band, ctx["min_change"], ctx["margin"], cr.op in ctx["picks"])
         if cr.verdict == Verdict.PICK:
             cr.basis = "pick"
@@ -831,10 +834,11 @@ def _rows_table(title: str, rows: list[CompareRow], ms: bool) -> list:
     if not rows:
         L.append("  (none)")
         return L
-    t = table("change>", "band>", "basis", "op", "dtype", "A>", "B>", "shape")
+    t = table("change>", "judged>", "band>", "basis", "op", "dtype", "A>", "B>", "shape")
     for r in rows:
         t.row(
-            _chg(r.change), ("±" + format(r.band * 100, ".1f")) if r.band is not None else "-", r.basis or "-",
+            _chg(r.change), (_chg(r.judged) + f" {r.side}") if r.judged is not None and r.side != "speedup" else "",
+            ("±" + format(r.band * 100, ".1f")) if r.band is not None else "-", r.basis or "-",
             r.op + (f" {r.variant}" if r.variant else ""), r.dtype,
             _f3(r.a_speedup if ms else r.a_lib_ms), _f3(r.b_speedup if ms else r.b_lib_ms), _short_shape(r.shape),
         )
@@ -847,9 +851,9 @@ def _unresolved_table(c: Comparison, top: int) -> list:
     un = c.unresolved()
     if not un:
         return []
-    title = (f"unresolved ({len(un)} rows: change ± band reaches past ±{c.margin * 100:g}%, yet the change is not "
-             "beyond the band; --repeats 3 on both runs narrows floors bands by about 1/sqrt(3), opscreen calibrate "
-             "measures this device's own), widest band first:")
+    title = (f"unresolved ({len(un)} rows: a change inside its band whose interval reaches past ±{c.margin * 100:g}%, "
+             "or, basis baseline, torch's latency moved and the library's did not; --repeats 3 on both runs narrows "
+             "floors bands by about 1/sqrt(3), opscreen calibrate measures this device's own), widest band first:")
     return _rows_table(title, un[:top], c.metric == "speedup")
 
 
