@@ -85,12 +85,13 @@ def test_no_triton_nothing_to_record():
     assert autotune.picks() == {"source": None, "kernels": {}}
 
 
-def _op(suite: Path, out: Path, pick: str, tmp: Path) -> subprocess.CompletedProcess:
+def _op(suite: Path, out: Path, pick: str, tmp: Path, *extra: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPSCREEN_", "FAKE_TRITON"))}
     env.update(PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(FAULTS / "stub_torch"), str(FAKE_TRITON)]),
-               FAULTS_STATE_DIR=str(tmp / "state"), FAKE_TRITON_PICK=pick, PYTHONDONTWRITEBYTECODE="1")
+               FAULTS_STATE_DIR=str(tmp / "state"), FAKE_TRITON_PICK=pick, PYTHONDONTWRITEBYTECODE="1",
+               FAKE_TRITON_STATE=str(tmp / "picks.txt"))
     return subprocess.run([sys.executable, "-m", "opscreen", "op", "autotuned", "--suite", str(suite), "--backend",
-                           "cpu", "--out", str(out)], env=env, capture_output=True, text=True, timeout=240,
+                           "cpu", "--out", str(out), *extra], env=env, capture_output=True, text=True, timeout=240,
                           stdin=subprocess.DEVNULL)
 
 
@@ -120,3 +121,21 @@ def test_two_processes_that_pick_differently_compare_as_pick(tmp_path):
     assert "autotune picks differ in 1 op(s)" in res.stdout
     res, rows = compare(a, c)  # the same picks in both processes: no pick, nothing called
     assert {r["verdict"] for r in rows} <= {"same", "unresolved"} and not any(r["pick"] for r in rows)
+
+
+def test_summary_lists_picks_that_differ_between_an_ops_processes(tmp_path):
+    suite = tmp_path / "suite"
+    shutil.copytree(FAULTS, suite, ignore=shutil.ignore_patterns("__pycache__", "result_*.log"))
+    out = tmp_path / "r"
+    res = _op(suite, out, "next", tmp_path, "--repeats", "2")
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    from opscreen.results.summary import build_summary, format_summary
+
+    s = build_summary(out)
+    flips = s.autotune_flips()
+    assert [(f["key"], f["configs"]) for f in flips] == [
+        ("(4096,)", ["BLOCK: 64, num_warps: 4", "BLOCK: 128, num_warps: 4"]),
+        ("(64,)", ["BLOCK: 64, num_warps: 4", "BLOCK: 128, num_warps: 4"])]
+    text = format_summary(s)
+    assert "autotune picks that differ between an op's processes (2 kernel keys" in text
+    assert json.loads(s.to_json_text())["autotune_flips"] == flips

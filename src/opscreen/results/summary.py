@@ -193,6 +193,26 @@ class Summary:
                 by_op[r[COL["op"]]] = by_op.get(r[COL["op"]], 0) + 1
         return {"max_band": mb, "k": self.noise_k, "rows": sum(by_op.values()), "by_op": dict(sorted(by_op.items()))}
 
+    def autotune_flips(self) -> list[dict]:
+        """The autotuned kernels whose pick differs between an op's processes (``--repeats``):
+        ``[{"op", "kernel", "key", "configs": [one per process]}]``; a finding for the
+        library team (which configs are within noise of each other), and what compare's
+        ``pick`` verdict is about between runs."""
+        from ..child.autotune import differing
+
+        out = []
+        for o in self.ops:
+            procs = o.autotune_processes
+            seen = set()
+            for k in range(1, len(procs)):
+                for d in differing(procs[0], procs[k]):
+                    if (d["kernel"], d["key"]) in seen:
+                        continue
+                    seen.add((d["kernel"], d["key"]))
+                    cfgs = [((p.get("kernels") or {}).get(d["kernel"]) or {}).get("picks", {}).get(d["key"]) for p in procs]
+                    out.append({"op": o.op, "kernel": d["kernel"], "key": d["key"], "configs": cfgs})
+        return out
+
     def to_json_text(self) -> str:
         head = {
             contracts.SUMMARY.field: self.version,
@@ -205,6 +225,7 @@ class Summary:
             "geomean": self.geomeans(),
             "spread": self.spread_stats(),
             "unresolved": self.unresolved(),
+            "autotune_flips": self.autotune_flips(),
             "time": time_stats(self.ops),
             "ops": [asdict(o) for o in self.ops],
             "columns": COLUMNS,
@@ -866,11 +887,26 @@ def format_summary(s: Summary) -> str:
         if len(worst):
             lines.append(worst)
     lines += _unresolved_lines(s)
+    lines += _autotune_lines(s)
     lines += fallback_lines(s)
     ts = time_stats(s.ops)
     if ts:
         lines.extend(format_time_stats(ts))
     return to_text(lines)
+
+
+def _autotune_lines(s: Summary, n: int = 8) -> list:
+    """The kernels whose autotune pick differs between an op's processes (--repeats)."""
+    flips = s.autotune_flips()
+    if not flips:
+        return []
+    L = ["", f"autotune picks that differ between an op's processes ({len(flips)} kernel keys; compare calls rows "
+             "there 'pick'; TRITON_CACHE_AUTOTUNING=1 with a shared cache dir pins plain @triton.autotune winners):"]
+    for f in flips[:n]:
+        L.append(f"  {f['op']}: {f['kernel'].rsplit('.', 1)[-1]} {f['key']}: " + " | ".join(str(c) for c in f["configs"]))
+    if len(flips) > n:
+        L.append(f"  ... and {len(flips) - n} more (summary.json autotune_flips)")
+    return L
 
 
 def _unresolved_lines(s: Summary) -> list:
