@@ -498,7 +498,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("repeats", ("--repeats",), "runs per op (each a fresh process, or one warm worker with --isolation "
             "worker); >1 records per-case medians and the spread between runs (default {default}; docs/timing.md)", default=1, check=validate_repeats, caliber=True, key="repeats"),
     Setting("isolation", ("--isolation",), {
-        RUN: "worker: one warm process per device runs op after op (faster; see the README before trusting "
+        RUN: "worker: one warm process per device runs op after op (faster; see docs/workers.md before trusting "
              "its small-kernel numbers), and an op that does not pass there runs again in a fresh process; "
              "op: a fresh process per op (default auto: op; $OPSCREEN_ISOLATION)",
         OP: "with --repeats: worker runs the repeats in one warm process, op in a fresh process each, so that "
