@@ -1,17 +1,30 @@
 """Render `opscreen report` for a run dir and screenshot it with headless Chromium.
 
     .venv/bin/python bench/report_screenshot.py [RUN_DIR] [--against OTHER_RUN] [--png FILE]
+        [--size W,H] [--screens N] [--query 'verdict=slower&sort=change'] [--html FILE]
+    .venv/bin/python bench/report_screenshot.py --synth timeouts --png t.png
 
-Without RUN_DIR it synthesises two runs (tests/synth.py: a baseline A and a
-candidate B with a few ops made slower/faster, one op timing out, a newer suite
-commit) and screenshots B's report against A. Needs Debian's `chromium`
-(apt-get install -y chromium); run as root it passes --no-sandbox.
+Without RUN_DIR it synthesises (tests/synth.py) either ``--synth pair`` (default): a
+baseline A and a candidate B with a few ops made slower/faster, one op timing out, a
+newer suite commit, and screenshots B's report against A; or ``--synth timeouts``: a
+screen whose every op timed out after a few cases (no "ok" anywhere, no geometric mean).
+
+``--screens N`` takes one tall screenshot (W x N*H) and cuts it into N files
+``FILE-1.png`` .. ``FILE-N.png`` of one screen each (Pillow, matplotlib's own dependency).
+``--query`` loads the page with that query string, which the page's script reads as
+filter and sort settings; the script also prints how many rows of the cases table
+Chromium shows after it ran (``--dump-dom``), the check that the script works.
+
+The run dirs are only read: the report goes to ``--html`` (default: beside the PNG, FILE.html;
+RUN_DIR/report.html with ``--in-place``), and summaries are built in memory. Needs
+Debian's `chromium` (apt-get install -y chromium); run as root it passes --no-sandbox.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -24,7 +37,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # synth.py: synthetic run dirs
 
 from opscreen.results.compare import check_caliber, compare_summaries  # noqa: E402
 from opscreen.results.report import write_report  # noqa: E402
-from opscreen.results.summary import ensure_summary  # noqa: E402
+from opscreen.results.summary import load_or_build  # noqa: E402
 from synth import make_run  # noqa: E402
 
 
@@ -45,6 +58,12 @@ def _demo_runs(base: Path) -> tuple[Path, Path]:
     return a, b
 
 
+def _timeouts_run(base: Path) -> Path:
+    d = base / "all-timeout"
+    make_run(d, n_ops=3, seed=5, shapes=(4, 4), statuses={f"op{i:04d}": "timeout" for i in range(3)})
+    return d
+
+
 def find_chromium() -> str:
     for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
         p = shutil.which(name)
@@ -53,56 +72,108 @@ def find_chromium() -> str:
     raise SystemExit("no chromium found: apt-get update && apt-get install -y chromium")
 
 
-def screenshot(html: Path, png: Path, size: str = "1400,2400", timeout: float = 180.0) -> None:
+def _chromium(args: list[str], timeout: float) -> subprocess.CompletedProcess:
     exe = find_chromium()
     with tempfile.TemporaryDirectory(prefix="opscreen-chromium-") as profile:
         cmd = [
             exe, "--headless", "--disable-gpu", "--disable-quic", "--no-first-run",
             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            "--hide-scrollbars", f"--user-data-dir={profile}", f"--screenshot={png}",
-            f"--window-size={size}", html.resolve().as_uri(),
+            "--hide-scrollbars", f"--user-data-dir={profile}", *args,
         ]  # fmt: skip
         if os.geteuid() == 0:
             cmd.insert(1, "--no-sandbox")
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-        if proc.returncode != 0 or not png.is_file():
-            sys.stderr.write(proc.stderr[-2000:])
-            raise SystemExit(f"chromium failed (rc {proc.returncode})")
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def _url(html: Path, query: str = "") -> str:
+    """The page's URL; ``query`` is a query string, then optionally ``#anchor``."""
+    q, _, anchor = query.partition("#")
+    return html.resolve().as_uri() + (f"?{q}" if q else "") + (f"#{anchor}" if anchor else "")
+
+
+def screenshot(html: Path, png: Path, size: str = "1400,2400", timeout: float = 180.0, query: str = "") -> None:
+    proc = _chromium([f"--screenshot={png}", f"--window-size={size}", "--virtual-time-budget=5000", _url(html, query)],
+                     timeout)
+    if proc.returncode != 0 or not png.is_file():
+        sys.stderr.write(proc.stderr[-2000:])
+        raise SystemExit(f"chromium failed (rc {proc.returncode})")
+
+
+def screens(html: Path, png: Path, size: str, n: int, query: str = "") -> list[Path]:
+    """One screenshot n screens tall, cut into n PNGs of one screen each."""
+    from PIL import Image
+
+    w, h = (int(x) for x in size.split(","))
+    tall = png.with_name(png.stem + "-tall.png")
+    screenshot(html, tall, f"{w},{h * n}", query=query)
+    out = []
+    with Image.open(tall) as im:
+        for i in range(n):
+            part = png.with_name(f"{png.stem}-{i + 1}.png")
+            im.crop((0, i * h, w, min((i + 1) * h, im.height))).save(part)
+            out.append(part)
+    tall.unlink()
+    return out
+
+
+def visible_cases(html: Path, query: str = "", timeout: float = 180.0) -> tuple[int, int]:
+    """(rows of the cases table Chromium shows after the page's script ran, rows in all)."""
+    proc = _chromium(["--dump-dom", "--virtual-time-budget=5000", _url(html, query)], timeout)
+    dom = proc.stdout
+    i = dom.find('id="cases-table"')
+    if proc.returncode != 0 or i < 0:
+        sys.stderr.write(proc.stderr[-2000:])
+        raise SystemExit(f"chromium --dump-dom failed (rc {proc.returncode})")
+    body = dom[i : dom.index("</table>", i)]
+    rows = re.findall(r"<tr\b[^>]*>", body)[1:]  # less the header row
+    return sum(1 for r in rows if " hidden" not in r), len(rows)
+
+
+def _report(run_dir: Path, against: Path | None, html: Path) -> None:
+    s, _ = load_or_build(run_dir, rebuild=True)  # in memory: the run dirs are only read
+    comp = None
+    if against is not None:
+        a, _ = load_or_build(against, rebuild=True)
+        chk = check_caliber(a.caliber, s.caliber)
+        if not chk.ok:
+            raise SystemExit(chk.refusal_text())
+        comp = compare_summaries(a, s, check=chk)
+    write_report(s, html, comp)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("run_dir", nargs="?", help="run dir (default: synthesise a demo pair)")
+    ap.add_argument("run_dir", nargs="?", help="run dir (default: synthesise one, see --synth)")
     ap.add_argument("--against", help="baseline run dir for the comparison view")
+    ap.add_argument("--synth", choices=("pair", "timeouts"), default="pair", help="what to synthesise without RUN_DIR")
     ap.add_argument("--png", default="report.png", help="screenshot file (default report.png)")
-    ap.add_argument("--html", help="report file (default RUN_DIR/report.html)")
+    ap.add_argument("--html", help="report file (default: the PNG's name with .html; RUN_DIR/report.html with --in-place)")
+    ap.add_argument("--in-place", action="store_true", help="write the report as RUN_DIR/report.html")
     ap.add_argument("--size", default="1400,2400", help="window size W,H (default 1400,2400)")
+    ap.add_argument("--screens", type=int, default=1, help="screens of the page to take, one PNG each (default 1)")
+    ap.add_argument("--query", default="", help="query string the page's script reads (filters, sort), and "
+                    "#op-NAME to open that op's section")
     args = ap.parse_args()
-    tmp = None
-    if args.run_dir:
-        run_dir = Path(args.run_dir)
-        against = Path(args.against) if args.against else None
-    else:
-        tmp = Path(tempfile.mkdtemp(prefix="opscreen-demo-"))
-        against, run_dir = _demo_runs(tmp)
+    tmp = Path(tempfile.mkdtemp(prefix="opscreen-report-shot-"))
     try:
-        s = ensure_summary(run_dir, rebuild=True)
-        comp = None
-        if against is not None:
-            a = ensure_summary(against, rebuild=True)
-            chk = check_caliber(a.caliber, s.caliber)
-            if not chk.ok:
-                raise SystemExit(chk.refusal_text())
-            comp = compare_summaries(a, s, check=chk)
-        html = Path(args.html) if args.html else run_dir / "report.html"
-        write_report(s, html, comp)
+        if args.run_dir:
+            run_dir, against = Path(args.run_dir), (Path(args.against) if args.against else None)
+        elif args.synth == "timeouts":
+            run_dir, against = _timeouts_run(tmp), None
+        else:
+            against, run_dir = _demo_runs(tmp)
+        html = Path(args.html) if args.html else (run_dir / "report.html" if args.in_place else Path(args.png).with_suffix(".html"))
+        _report(run_dir, against, html)
         png = Path(args.png)
-        screenshot(html, png, args.size)
-        print(f"report {html} ({html.stat().st_size / 1024:.0f} KiB) -> screenshot {png} ({png.stat().st_size / 1024:.0f} KiB)")
+        pngs = screens(html, png, args.size, args.screens, args.query) if args.screens > 1 else (
+            screenshot(html, png, args.size, query=args.query) or [png])  # fmt: skip
+        shown, total = visible_cases(html, args.query)
+        print(f"report {html} ({html.stat().st_size / 1024:.0f} KiB) -> " + ", ".join(
+            f"{p} ({p.stat().st_size / 1024:.0f} KiB)" for p in pngs))
+        print(f"cases table after the page's script{' with ?' + args.query if args.query else ''}: {shown} of {total} rows shown")
         return 0
     finally:
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..errors import check_out_file, check_writable_dir
+from ..errors import UsageError, check_out_file, check_writable_dir
+from ..results import noise
 from ..results.compare import MUST_MATCH, check_caliber, compare_summaries, parse_allow
 from ..results.report import write_report
 from ..results.summary import load_or_build, write_summary
@@ -14,11 +15,15 @@ from ._common import add_max_band_argument, add_noise_k_argument, percent
 NAME = "report"
 HELP = "write a self-contained HTML report of a run (optionally compared with another run)"
 DESCRIPTION = (
-    "Write one HTML file (default RUN_DIR/report.html) that needs no network: the run identity, "
-    "counts by status, the speedup distribution per dtype, the ops sorted by geometric-mean "
-    "speedup, the slowest cases and the failures with links to their run.log. With --against "
-    "OTHER_RUN, the comparison (OTHER_RUN is the baseline A, RUN_DIR is B), regressions first; "
-    "runs measured differently are refused as in 'opscreen compare' (exit status 2)."
+    "Write one HTML file (default RUN_DIR/report.html) that needs no network and leads with the verdict: "
+    "the counts by status (an op that did not pass never counts as passed; the cases it measured before it "
+    "stopped are marked partial and left out of the geometric mean), the geometric-mean speedup, the "
+    "unresolved cases and what to do about them; then the speedup distribution per dtype, the ops by "
+    "geometric-mean speedup, the lowest speedups, every case in one sortable, filterable table, a section "
+    "per op, the graph fallbacks, and the run identity folded at the end. With --against OTHER_RUN, the "
+    "comparison comes first (OTHER_RUN is the baseline A, RUN_DIR is B): the counts per verdict, the "
+    "regressions, the improvements, the unresolved rows by what decided their band; runs measured "
+    "differently are refused as in 'opscreen compare' (exit status 2)."
 )
 ORDER = 50
 
@@ -33,6 +38,10 @@ def add_arguments(p) -> None:
     )  # fmt: skip
     p.add_argument("--rebuild", action="store_true", help="re-make the summaries even when summary.json exists")
     add_max_band_argument(p)
+    p.add_argument("--margin", dest="max_band", metavar="PCT",
+                   help="with --against: the equivalence margin, as in 'opscreen compare' (--max-band is its older name)")
+    p.add_argument("--floors", metavar="FILE", help="with --against: the floors table to widen bands to, as in 'opscreen compare'")
+    p.add_argument("--no-floors", action="store_true", help="with --against: no floors band, as in 'opscreen compare'")
     add_noise_k_argument(p)
 
 
@@ -61,6 +70,9 @@ def _cache(summary) -> None:
 def run(args) -> int:
     allow = parse_allow(args.allow_mismatch)
     max_band = percent(args.max_band) / 100.0
+    if args.floors and args.no_floors:
+        raise UsageError("--floors and --no-floors: give one")
+    table = noise.load(args.floors) if args.floors else (False if args.no_floors else True)
     out = _out_file(args)
     # nothing is written before the caliber check: a refused comparison leaves both runs as they were
     s, s_built = load_or_build(args.run_dir, rebuild=args.rebuild)
@@ -72,7 +84,7 @@ def run(args) -> int:
         if not chk.ok:
             sys.stderr.write(f"opscreen report: {chk.refusal_text()}\n")
             return 2
-        comparison = compare_summaries(a, s, k=args.noise_k, check=chk, max_band=max_band)
+        comparison = compare_summaries(a, s, k=args.noise_k, check=chk, max_band=max_band, table=table)
     s.max_band = max_band
     s.noise_k = args.noise_k
     write_report(s, out, comparison)  # the report first: a failure leaves the inputs as they were
