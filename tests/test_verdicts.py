@@ -228,3 +228,41 @@ def test_calibrate_from_run_dirs(tmp_path, capsys):
         assert main(["calibrate", *args, "--out", str(tmp_path / "no.json")]) == 2
         assert len(capsys.readouterr().err.strip().splitlines()) == 1
     assert not (tmp_path / "no.json").exists()
+
+
+def test_calibrate_screens_a_seeded_draw_and_resumes(tmp_path):
+    """Screen mode on the fault suite: the draw (from an inventory, seeded) is screened once
+    per history into --work as ordinary run dirs, the table is fitted and written; a second
+    call resumes the screens (nothing runs again) and writes the same table."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    faults = root / "tests" / "fixtures" / "suites" / "faults"
+    suite = tmp_path / "suite"
+    shutil.copytree(faults, suite, ignore=shutil.ignore_patterns("__pycache__", "result_*.log"))
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("schema: opscreen.inventory/1\nops:\n" + "".join(f"  ok_{c}: {{}}\n" for c in "abcdefgh"))
+    state = tmp_path / "state"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPSCREEN_")}
+    env.update(PYTHONPATH=os.pathsep.join([str(root / "src"), str(faults / "stub_torch")]), FAULTS_STATE_DIR=str(state),
+               PYTHONDONTWRITEBYTECODE="1")
+    argv = [sys.executable, "-m", "opscreen", "calibrate", "--backend", "cpu", "--devices", "0", "--suite", str(suite),
+            "--inventory", str(inv), "--sample", "3", "--seed", "7", "--histories", "op,worker", "--work",
+            str(tmp_path / "work"), "--out", str(tmp_path / "floors.json")]
+    res = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    drawn = (tmp_path / "work" / "sample.txt").read_text().split()
+    import random
+
+    assert drawn == random.Random(7).sample([f"ok_{c}" for c in "abcdefgh"], 3)
+    assert sorted(p.name for p in (tmp_path / "work").iterdir() if p.is_dir()) == ["op-1", "worker-1"]
+    t = noise.load(tmp_path / "floors.json")
+    assert t.provenance["seed"] == 7 and t.provenance["ops"] == sorted(drawn)
+    assert {c.history for c in t.cells} == {"cross"} and all(c.rows > 0 for c in t.cells)
+    runs_before = sorted(p.read_text() for p in state.glob("*.runs"))
+    res = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert sorted(p.read_text() for p in state.glob("*.runs")) == runs_before  # resumed: nothing ran again
