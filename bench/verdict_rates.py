@@ -5,7 +5,8 @@
 
 A and B are run dirs (or op dirs). Both summaries are read (a summary.json still fresh) or
 built, in memory, as ``opscreen compare`` builds them, and joined with the project's own
-``compare_summaries`` and its default bands. Of the rows measured in both runs it prints how
+``compare_summaries`` and its default bands (the floors table found for the runs' device,
+else the conservative default; ``--floors FILE`` or ``--no-floors`` as compare's). Of the rows measured in both runs it prints how
 many compare called changed (``faster`` or ``slower``), ``unresolved`` (band over
 ``--max-band``'s 5 %), ``same``, and any other verdict for rows measured in both, counted
 by name, with their shares: in all, by timer (``graph``: both sides graph-timed in both
@@ -36,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from opscreen.errors import UsageError, read_input  # noqa: E402
 from opscreen.results.compare import SMALL_KERNEL_MS, Verdict, compare_summaries, parse_allow  # noqa: E402
+from opscreen.results import noise  # noqa: E402
 from opscreen.results.summary import load_or_build  # noqa: E402
 
 NOT_IN_BOTH = (Verdict.NEW, Verdict.GONE, Verdict.BROKEN, Verdict.FIXED, Verdict.FAILED)
@@ -102,10 +104,10 @@ def read_injected(path: Path) -> tuple[set, float]:
         raise UsageError(f"--injected {path}: not the injected.json of bench/inject.py") from None
 
 
-def report(a: Path, b: Path, allow: set, injected: Path | None) -> dict:
+def report(a: Path, b: Path, allow: set, injected: Path | None, table=True) -> dict:
     sa, _ = load_or_build(a)
     sb, _ = load_or_build(b)
-    c = compare_summaries(sa, sb, allow=allow)
+    c = compare_summaries(sa, sb, allow=allow, table=table)
     if not c.check.ok:
         raise UsageError(c.check.refusal_text().replace("\n", "; "))
     both = [r for r in c.rows if r.verdict not in NOT_IN_BOTH]
@@ -127,10 +129,13 @@ def main(argv=None) -> int:
     ap.add_argument("b", type=Path, help="run dir B")
     ap.add_argument("--injected", type=Path, help="bench/inject.py's injected.json of B: also print the power")
     ap.add_argument("--allow-mismatch", action="append", metavar="FIELD", help="as opscreen compare's (repeatable)")
+    ap.add_argument("--floors", type=Path, help="the floors table to judge with, as opscreen compare --floors")
+    ap.add_argument("--no-floors", action="store_true", help="no floors band, as opscreen compare --no-floors")
     ap.add_argument("--json", type=Path, help="write every figure here")
     args = ap.parse_args(argv)
     try:
-        rep = report(args.a, args.b, parse_allow(args.allow_mismatch), args.injected)
+        table = noise.load(args.floors) if args.floors else (False if args.no_floors else True)
+        rep = report(args.a, args.b, parse_allow(args.allow_mismatch), args.injected, table)
     except UsageError as exc:
         sys.stderr.write(f"verdict_rates: {exc}\n")
         return 2

@@ -591,6 +591,12 @@ def _judge_sides(cr: CompareRow, ra: list, rb: list, lr: float, ctx: dict) -> No
         cr.verdict = Verdict.SAME if abs(dl) + bl <= ctx["margin"] + 1e-12 else Verdict.UNRESOLVED
 
 
+def device_of(s: Summary) -> str | None:
+    """The device model a run measured on: its caliber's, else its first op's that names one."""
+    name = (s.caliber or {}).get("device_name")
+    return name or next((o.device_name for o in s.ops if o.device_name), None)
+
+
 def op_picks(a: Summary, b: Summary) -> dict[str, list[dict]]:
     """op -> the autotuned kernels' winners A and B recorded with different configs."""
     pa = {o.op: o.autotune for o in a.ops if o.autotune}
@@ -650,7 +656,7 @@ def compare_summaries(
         raise UsageError(f"--metric {metric}: choose speedup or lib_ms")
     chk = check if check is not None else check_caliber(a.caliber, b.caliber, allow)
     if table is True:
-        table = _noise.find((b.caliber or {}).get("device_name")) or _noise.find((a.caliber or {}).get("device_name"))
+        table = _noise.find(device_of(b)) or _noise.find(device_of(a))
         use_floors = True
     else:
         use_floors = bool(table)
@@ -665,7 +671,7 @@ def compare_summaries(
     ctx = {"k": k, "threshold": threshold, "floors": floors, "table": table, "history": history, "alpha": alpha,
            "min_change": min_change, "margin": max_band, "picks": picks}
     ctx["use_floors"] = use_floors
-    da, db = (a.caliber or {}).get("device_name"), (b.caliber or {}).get("device_name")
+    da, db = device_of(a), device_of(b)
     ctx["one_device"] = bool(da) and da == db and (a.caliber or {}).get("backend") == (b.caliber or {}).get("backend")
     out: list[CompareRow] = []
     seen = set()
@@ -772,7 +778,7 @@ def _floors_lines(c: Comparison) -> list:
     if t is None and "floors-default" not in used:
         return ["floors: none (--no-floors): bands from the runs' own samples and repeats only"]
     if t is None:
-        dev = (c.b.caliber or {}).get("device_name") or "this device"
+        dev = device_of(c.b) or "this device"
         return [f"floors: no table for {dev}: a conservative default decided (rows with basis floors-default); "
                 "`opscreen calibrate` measures this device's table"]
     p = t.provenance or {}
