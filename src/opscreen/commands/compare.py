@@ -19,7 +19,8 @@ from ..results.compare import (
     parse_allow,
 )
 from ..results.summary import load_or_build, write_summary
-from ._common import add_max_band_argument, add_noise_k_argument, percent
+from ..results.summary import DEFAULT_MAX_BAND
+from ._common import add_noise_k_argument, percent
 
 NAME = "compare"
 HELP = "compare two runs (A = before, B = after) case by case; refuses runs measured differently"
@@ -31,7 +32,7 @@ DESCRIPTION = (
     "Each row gets a verdict: faster/slower when its change is beyond its band (the widest of its samples' "
     "noise, the device's floors table of noise between processes, and with --repeats a test over processes) "
     "and beyond --min-change; pick when so but the op's autotuners chose different configs in A and B; same "
-    "when change +- band lies within +---margin; unresolved otherwise. Writes compare.csv; exit status 1 "
+    "when change +- band lies within +- the --margin; unresolved otherwise. Writes compare.csv; exit status 1 "
     "when --fail-on is given and a row regressed by at least that much or broke (and, with --unresolved "
     "fail, when a row is unresolved or pick), else 0. See docs/results.md."
 )
@@ -66,12 +67,12 @@ def add_arguments(p) -> None:
                         "largest drift between identical runs (repeatable)")
     p.add_argument("--metric", choices=("speedup", "lib_ms"), default="speedup",
                    help="compare the speedup over torch (default; fair across devices) or the library's latency")
-    add_max_band_argument(p)
-    p.add_argument("--margin", dest="max_band", metavar="PCT",
+    p.add_argument("--margin", "--max-band", dest="max_band", default=f"{DEFAULT_MAX_BAND * 100:g}", metavar="PCT",
                    help="the equivalence margin: a row is 'same' only when change ± band lies within ±PCT "
-                        "(default 5; --max-band is its older name)")
+                        f"(default {DEFAULT_MAX_BAND * 100:g}; --max-band is its older name)")
     p.add_argument("--fail-on", metavar="PCT",
-                   help="exit 1 when a row is slower by at least PCT, broke, or is unresolved (see --unresolved)")
+                   help="exit 1 when a row is slower by at least PCT beyond its band, or broke (with --unresolved "
+                        "fail, also when a row is unresolved or pick)")
     p.add_argument("--unresolved", choices=UNRESOLVED_POLICIES, default="ignore",
                    help="with --fail-on: 'ignore' (default) fails only on regressions that pass the rule and on "
                         "broken rows; 'fail' also counts unresolved and pick rows as failing")
