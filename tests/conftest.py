@@ -31,6 +31,11 @@ def pytest_configure(config):
     for k in dropped:
         del os.environ[k]
     os.environ[SCRUBBED] = ",".join(dropped) or "-"
+    # the user's own floors tables (opscreen calibrate) neither decide a test's verdicts nor
+    # receive a test's tables: an empty folder of this session's
+    import tempfile
+
+    os.environ["OPSCREEN_FLOORS_DIR"] = tempfile.mkdtemp(prefix="opscreen-tests-floors-")
 
 
 def pytest_report_header(config):
