@@ -83,6 +83,12 @@ def test_each_side_on_its_own_band():
     assert r.side == "speedup" and r.verdict == Verdict.SAME and r.basis == "floors"
 
 
+def test_alpha_sizes_the_floors_band():
+    r01, _ = _one({"torch_ms": 0.1, "lib_ms": 0.1}, {"torch_ms": 0.1, "lib_ms": 0.103})
+    r05, _ = _one({"torch_ms": 0.1, "lib_ms": 0.1}, {"torch_ms": 0.1, "lib_ms": 0.103}, alpha=0.05)
+    assert r05.band == pytest.approx(r01.band * 2.228 / 3.169, rel=1e-3)  # t(10) at 95 % and 99 %
+
+
 def test_same_or_unresolved_by_margin():
     wide = _table(rms_lib=0.01)  # band_lib = 3.169 %
     inside = _one({"torch_ms": 0.1, "lib_ms": 0.1}, {"torch_ms": 0.1, "lib_ms": 0.1015}, table=wide)[0]

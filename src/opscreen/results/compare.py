@@ -534,7 +534,7 @@ def _band(q: str, cr: CompareRow, ra: list, rb: list, metric: str, ctx: dict) ->
         cell, basis = _floors_cell(cr, ra, rb, ctx["table"], ctx["history"])
         if cell is not None:
             scale = "lib" if metric == "lib_ms" and q == "speedup" else q
-            cands.append((cell.band(scale, _repeats(ra), _repeats(rb)), basis))
+            cands.append((cell.band(scale, _repeats(ra), _repeats(rb), ctx["alpha"]), basis))
             label = cell.label()
     pt = _process_test_band(ra, rb, "lib" if metric == "lib_ms" else q, ctx["alpha"])
     if pt is not None:

@@ -136,12 +136,13 @@ class Cell:
     def nu(self) -> float:
         return math.inf if self.ops <= 0 else max(1, self.ops - 1)
 
-    def band(self, metric: str = "speedup", n_a: int = 1, n_b: int = 1) -> float:
-        """The half-width of ``|d|`` on a rerun at the table's alpha, for medians of
-        ``n_a`` and ``n_b`` processes."""
+    def band(self, metric: str = "speedup", n_a: int = 1, n_b: int = 1, alpha: float | None = None) -> float:
+        """The half-width of ``|d|`` on a rerun at ``alpha`` (default the table's), for
+        medians of ``n_a`` and ``n_b`` processes."""
         scale = {"speedup": self.rms, "lib_ms": self.rms_lib, "lib": self.rms_lib,
                  "torch": self.rms_torch if self.rms_torch is not None else self.rms}[metric]
-        return t_critical(self.nu, self.alpha) * scale * math.sqrt((1.0 / max(1, n_a) + 1.0 / max(1, n_b)) / 2.0)
+        a = self.alpha if alpha is None else alpha
+        return t_critical(self.nu, a) * scale * math.sqrt((1.0 / max(1, n_a) + 1.0 / max(1, n_b)) / 2.0)
 
     def label(self) -> str:
         hi = "" if math.isinf(self.hi_ms) else f"<{self.hi_ms * 1000:g}us"
