@@ -314,7 +314,7 @@ def test_against_leads_with_the_comparison_regressions_first(tmp_path):
     head, rows = table_rows(doc.one("table", id="regressions-table"))
     assert rows and {cells(tr, head)["op"].text() for tr in rows} == {"op0001"}
     for col in ("A torch ms", "A library ms", "B torch ms", "B library ms", "A speedup", "B speedup", "A noise %",
-                "B noise %", "change", "band", "verdict"):
+                "B noise %", "change", "judged", "band", "verdict"):
         assert col in head
     text = comp.text()
     assert "suite_commit" in text and "cafe" in text
@@ -339,9 +339,13 @@ def test_against_cases_table_joins_both_runs_and_agrees_with_the_counts(tmp_path
         v = cells(tr, head)["verdict"].text()
         assert tr.attrs["data-verdict"] == v
         seen[v] = seen.get(v, 0) + 1
-        chg = cells(tr, head)["change"]
+        judged = cells(tr, head)["judged"]
+        assert not cells(tr, head)["change"].classes() & {"bad", "good"}  # the speedup's change: no verdict of its own
         if v not in ("slower", "faster"):  # only a called row is painted as a change
-            assert not chg.classes() & {"bad", "good"}, (v, chg.text())
+            assert not judged.classes() & {"bad", "good"}, (v, judged.text())
+        else:  # and the change it shows goes the way its verdict says
+            assert judged.classes() & {"bad", "good"} == {"bad" if v == "slower" else "good"}
+            assert judged.text()[0] == ("-" if v == "slower" else "+"), judged.text()
     assert seen == {k: n for k, n in counts.items() if n}
     comp = doc.one("section", id="compare")
     reg_h = next(h.text() for h in comp.all("h3") if h.text().startswith("Regressions"))
@@ -534,3 +538,17 @@ def test_change_histogram_paints_only_called_rows():
     for name in ("unresolved", "same"):  # negative and positive changes alike: neither red nor green
         assert not colour[name] & (red | green), name
     plt.close(fig)
+
+
+def test_advice_names_the_remedy_of_each_band_source():
+    from opscreen.results.report import COMMAND_OPS, basis_advice, rerun_command
+
+    assert "--repeats 3" in basis_advice("samples") and "opscreen calibrate" in basis_advice("floors-default")
+    assert "autotune" in basis_advice("pick")
+    assert basis_advice("samples+spread") != basis_advice("made-up-source")  # known parts decide
+    unknown = basis_advice("made-up-source")  # a source compare names later: both remedies
+    assert "--repeats 3" in unknown and "opscreen calibrate" in unknown
+    ops = [f"op{i}" for i in range(COMMAND_OPS + 5)]
+    cmd = rerun_command(ops)
+    assert cmd.startswith("opscreen run --repeats 3 --ops op0,op1,") and f"first {COMMAND_OPS} of {len(ops)} ops" in cmd
+    assert f"op{COMMAND_OPS}," not in cmd and rerun_command([]) == ""

@@ -151,7 +151,7 @@ def _band(v: float | None) -> str:
 
 
 def _tflops(v: float | None) -> str:
-    return "–" if v is None else (f"{v:.2f}" if v < 100 else f"{v:.1f}")
+    return "–" if v is None else (f"{v:.3g}" if v < 100 else f"{v:.1f}")
 
 
 def _gbps(v: float | None) -> str:
@@ -234,10 +234,10 @@ class _Page:
 
 # ---------------------------------------------------------------- one case
 
-def row_state(p: _Page, r: list) -> tuple[str, str, str, str]:
+def row_state(p: _Page, r: list, own_band: bool = True) -> tuple[str, str, str, str]:
     """(filter value, text, CSS class, tooltip) of one summary row's status: ``partial``
     for a measured row of an op that did not pass, ``unresolved`` for a row whose band
-    is wider than the run's max band."""
+    is wider than the run's max band (``own_band``: on a comparison the verdict says it)."""
     st = r[COL["status"]]
     ost = p.op_status(r[COL["op"]], r)
     if st == "ok":
@@ -245,7 +245,7 @@ def row_state(p: _Page, r: list) -> tuple[str, str, str, str]:
             return ("partial", f"partial: op {ost}", "bad",
                     f"the op did not pass ({ost}): this case was measured before it stopped; "
                     "it is left out of the geometric means")
-        if p.unresolved(r):
+        if own_band and p.unresolved(r):
             return ("unresolved", "ok, unresolved", "warn",
                     f"its band is wider than ±{100 * p.s.max_band:g}%: a change within it cannot be told from noise")
         return ("ok", "ok", "", "")
@@ -326,8 +326,12 @@ CMP_COLS = [
     Col("A speedup", True, "torch ms / library ms in A"), Col("B speedup", True, "torch ms / library ms in B"),
     Col("A noise %", True, "the noise of A's row, percent (compare's per-side noise)"),
     Col("B noise %", True, "the noise of B's row, percent"),
-    Col("change", True, "B / A - 1 of the metric (+: B faster); coloured only where the verdict says slower or faster"),
-    Col("band", True, "the row's band, and below it what decided it (samples, floors, repeats, baseline, pick, ...)"),
+    Col("change", True, "B / A - 1 of the speedup (+: B faster relative to torch)"),
+    Col("judged", True, "the change the verdict judged, and below it of what: the library's or torch's own speed "
+                        "(A / B - 1) where one device model ran both, else the speedup; + faster; coloured only "
+                        "where the verdict says slower or faster"),
+    Col("band", True, "the band of the judged change, and below it what decided it (samples, floors, repeats, "
+                      "baseline, pick, ...)"),
     Col("verdict"),
     Col("TFLOPS", True, "the library's in B"), Col("GB/s", True, "the library's in B"),
     Col("status", tip="B's row (A's where B has none): partial: measured by an op that did not pass"),
@@ -350,10 +354,23 @@ def verdict_order() -> list[Verdict]:
     return sorted(Verdict, key=lambda v: (rank.get(v, len(rank)), list(Verdict).index(v)))
 
 
+_SIDE = {"lib": "library", "torch": "torch", "speedup": "speedup"}
+
+
+def judged_change(cr: CompareRow) -> tuple[float | None, str | None]:
+    """(the change the row's verdict judged, + faster; what it is the change of): compare's
+    ``judged`` and ``side`` where it records them, else the change of the metric."""
+    judged = getattr(cr, "judged", None)
+    if judged is None and getattr(cr, "side", None) is None:  # nothing judged on its own side
+        judged = cr.change
+    side = getattr(cr, "side", None) or ("speedup" if judged is not None else None)
+    return judged, side
+
+
 def _side_status(p: _Page, r: list | None, gone_in: str = "") -> tuple[str, str, str, str]:
     if r is None:
         return ("none", "–", "na", "")
-    state, text, cls, tip = row_state(p, r)
+    state, text, cls, tip = row_state(p, r, own_band=False)
     return (state, text + gone_in, cls, tip)
 
 
@@ -364,12 +381,13 @@ def cmp_row(p: _Page, cr: CompareRow, rb: list | None, ra: list | None) -> Row:
     state, text, cls, tip = _side_status(p if rb is not None else p.a_page, own, "" if rb is not None else " (in A)")
     chg_cls = _CALLED.get(cr.verdict, "")
     basis = cr.basis or ""
+    judged, side = judged_change(cr)
     cells = _key_cells(p, cr.op, cr.test, cr.variant, cr.dtype, cr.shape) + [
         _num(_ms(cr.a_torch_ms)), _num(_ms(cr.a_lib_ms)), _num(_ms(cr.b_torch_ms)), _num(_ms(cr.b_lib_ms)),
         _num(_f(cr.a_speedup)), _num(_f(cr.b_speedup)),  # uncoloured: in a comparison only a verdict colours
         _num(_pct(cr.a_noise)), _num(_pct(cr.b_noise)),
-        _num(_chg(cr.change), chg_cls), Cell(_band(cr.band), "num band" + (" warn" if cr.verdict == Verdict.UNRESOLVED else ""),
-                                             sub=basis),
+        _num(_chg(cr.change)), Cell(_chg(judged), "num sub " + chg_cls, sub=_SIDE.get(side, side or "")),
+        Cell(_band(cr.band), "num sub" + (" warn" if cr.verdict == Verdict.UNRESOLVED else ""), sub=basis),
         Cell(cr.verdict.value, "verdict " + verdict_kind(cr.verdict)),
         _num(_tflops(rb[COL["tflops"]] if rb is not None else None)),
         _num(_gbps(rb[COL["lib_gbps"]] if rb is not None else None)), Cell(text, cls, tip),
@@ -509,13 +527,14 @@ _OTHER_COLORS = ("#6f5fb3", "#3a8fb7", "#b36f9e", "#8a6d3b")
 
 
 def change_figure(rows_or_changes: Iterable[Any]):
-    """Histogram of the change, B vs A, in percent, stacked by verdict (only slower rows
-    red and faster rows green: an unresolved or same row is never painted as a change),
+    """Histogram of the change each row's verdict judged (:func:`judged_change`), B vs A, in
+    percent, stacked by verdict (only slower rows red and faster rows green: an unresolved
+    or same row is never painted as a change),
     the legend above the bars; the range clipped to the 0.5th and 99.5th percentile (rows
     beyond it sit in the edge bars). Takes compare rows, or bare changes (fractions)."""
     groups: dict[Any, list[float]] = {}
     for x in rows_or_changes:
-        v, c = (x.verdict, x.change) if isinstance(x, CompareRow) else (None, x)
+        v, c = (x.verdict, judged_change(x)[0]) if isinstance(x, CompareRow) else (None, x)
         if c is not None and math.isfinite(c):
             groups.setdefault(v, []).append(100.0 * c)
     if not groups:
@@ -537,7 +556,8 @@ def change_figure(rows_or_changes: Iterable[Any]):
         tops = n[-1] if len(order) > 1 else n
         _count_axis(ax, max([0.0, *tops]))
         ax.set_xlim(lo, hi)
-        ax.set_xlabel("change of the speedup, B vs A (%; beyond the axis: in the edge bars)")
+        ax.set_xlabel("the change each verdict judged, B vs A (%, + faster: the library's or torch's own speed on one "
+                      "device model, else the speedup; beyond the axis: in the edge bars)")
         ax.set_ylabel("cases")
         ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.02), ncol=min(len(order), 8), frameon=False, fontsize=9)
         ax.spines[["top", "right"]].set_visible(False)
@@ -613,15 +633,23 @@ def _headline(p: _Page) -> str:
     return txt
 
 
+COMMAND_OPS = 20  # ops named in a suggested command; the cases table's filters find the rest
+
+
+def rerun_command(ops: list[str]) -> str:
+    """``opscreen run --repeats 3`` for the first :data:`COMMAND_OPS` of ``ops``."""
+    more = f"   # the first {COMMAND_OPS} of {len(ops)} ops" if len(ops) > COMMAND_OPS else ""
+    return f"opscreen run --repeats 3 --ops {','.join(ops[:COMMAND_OPS])} --out RUN_DIR{more}" if ops else ""
+
+
 def _unresolved_ctx(p: _Page) -> dict:
     u = p.s.unresolved()
     ops = sorted(u["by_op"].items(), key=lambda kv: (-kv[1], kv[0]))
-    names = ",".join(op for op, _ in ops)
     return {
         "line": f"unresolved: {u['rows']} ok rows whose band ({u['k']:g} × the recorded noise, or the --repeats "
                 f"spread) is wider than ±{100 * u['max_band']:g}%: a change within it cannot be told from noise",
         "rows": u["rows"], "ops": [(p.op_cell(op), n, p.ops[op].ok_rows if op in p.ops else None) for op, n in ops],
-        "command": f"opscreen run --repeats 3 --ops {names} --out RUN_DIR" if names else "",
+        "command": rerun_command([op for op, _ in ops]),
     }  # fmt: skip
 
 
@@ -793,6 +821,8 @@ _ADVICE = {
     "pick": "the two runs' autotuners chose different configs for the op: its change is partly the configs' "
             "(TRITON_CACHE_AUTOTUNING=1 with a shared cache dir pins plain @triton.autotune winners)",
 }  # fmt: skip
+_ADVICE["spread"] = _ADVICE["repeats"]  # the older name of the --repeats band
+_ADVICE["noise"] = _ADVICE["samples"]  # the older name of the samples band
 _ADVICE_DEFAULT = "`--repeats 3` on both runs narrows the bands; `opscreen calibrate` measures this device's floors table"
 
 
@@ -811,9 +841,12 @@ def unresolved_groups(c: Comparison) -> list[dict]:
         groups.setdefault(r.basis or "(not recorded)", []).append(r)
     out = []
     for basis, rows in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        ops = sorted({r.op for r in rows})
+        n: dict[str, int] = {}
+        for r in rows:
+            n[r.op] = n.get(r.op, 0) + 1
+        ops = sorted(n, key=lambda op: (-n[op], op))  # most rows first
         out.append({"basis": basis, "rows": len(rows), "ops": len(ops), "advice": basis_advice(basis),
-                    "command": f"opscreen run --repeats 3 --ops {','.join(ops)} --out RUN_DIR"})
+                    "command": rerun_command(ops)})
     return out
 
 
@@ -981,12 +1014,21 @@ def _wbr(text: Any):
     return Markup(_BREAK.sub(r"\1<wbr>", str(escape(text))))
 
 
+def _code(text: Any):
+    """Escaped ``text`` with each `quoted` part as <code>."""
+    from markupsafe import Markup, escape
+
+    parts = str(text).split("`")
+    return Markup("".join(str(escape(x)) if i % 2 == 0 else f"<code>{escape(x)}</code>" for i, x in enumerate(parts)))
+
+
 def _environment():
     import jinja2
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)  # fmt: skip
     env.filters["wbr"] = _wbr
+    env.filters["code"] = _code
     return env
 
 
