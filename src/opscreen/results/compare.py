@@ -782,11 +782,12 @@ def _floors_lines(c: Comparison) -> list:
         return [f"floors: no table for {dev}: a conservative default decided (rows with basis floors-default); "
                 "`opscreen calibrate` measures this device's table"]
     p = t.provenance or {}
-    src = f" ({t.path})" if t.path else ""
-    ops = p.get("ops") or []
-    return [f"floors: {t.name}{src}: measured {p.get('made', '?')[:10]} on {p.get('device_name')}, driver "
-            f"{p.get('driver_version')}, torch {p.get('torch_version')}, triton {p.get('triton_version')}, suite "
-            f"{str(p.get('suite_commit') or '?')[:10]}, {len(ops)} ops (seed {p.get('seed')}); history {c.history}"]
+    shipped = t.path and Path(t.path).resolve().parent == _noise.floors_dirs()[-1].resolve()
+    src = "shipped with opscreen" if shipped else (t.path or "given")
+    return [f"floors: {t.name} ({src}): {p.get('device_name')}, driver {p.get('driver_version')}, torch "
+            f"{p.get('torch_version')}, triton {p.get('triton_version')}, suite {str(p.get('suite_commit') or '?')[:10]}, "
+            f"{len(p.get('ops') or [])} ops, seed {p.get('seed')}, made {str(p.get('made', '?'))[:10]}; "
+            f"history {c.history}"]
 
 
 def _verdict_lines(c: Comparison) -> list:
