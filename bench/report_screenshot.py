@@ -12,8 +12,11 @@ screen whose every op timed out after a few cases (no "ok" anywhere, no geometri
 ``--screens N`` takes one tall screenshot (W x N*H) and cuts it into N files
 ``FILE-1.png`` .. ``FILE-N.png`` of one screen each (Pillow, matplotlib's own dependency).
 ``--query`` loads the page with that query string, which the page's script reads as
-filter and sort settings; the script also prints how many rows of the cases table
-Chromium shows after it ran (``--dump-dom``), the check that the script works.
+filter and sort settings (``verdict=slower&sort=judged``), optionally then ``#op-NAME``,
+which opens that op's section with its cases (take it with ``--screens``: a one-screen
+shot of a page scrolled to an anchor comes out blank in headless Chromium). The script
+also prints how many rows of the cases table Chromium shows after the page's script ran
+(``--dump-dom``), the check that the script works.
 
 The run dirs are only read: the report goes to ``--html`` (default: beside the PNG, FILE.html;
 RUN_DIR/report.html with ``--in-place``), and summaries are built in memory. Needs

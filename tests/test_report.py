@@ -552,3 +552,26 @@ def test_advice_names_the_remedy_of_each_band_source():
     cmd = rerun_command(ops)
     assert cmd.startswith("opscreen run --repeats 3 --ops op0,op1,") and f"first {COMMAND_OPS} of {len(ops)} ops" in cmd
     assert f"op{COMMAND_OPS}," not in cmd and rerun_command([]) == ""
+
+
+def test_against_marks_the_rows_of_ops_that_did_not_pass_on_either_side(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    make_run(a, n_ops=4, seed=2, statuses={"op0000": "timeout", "op0001": "passed", "op0002": "passed", "op0003": "passed"})
+    make_run(b, n_ops=4, seed=2, statuses={"op0000": "passed", "op0001": "crashed", "op0002": "passed", "op0003": "passed"})
+    assert main(["report", str(b), "--against", str(a)]) == 0
+    doc = parse((b / "report.html").read_text())
+    head, rows = table_rows(doc.one("table", id="cases-table"))
+    for tr in rows:
+        op, st = tr.attrs["data-op"], cells(tr, head)["status"].text()
+        in_both = cells(tr, head)["A speedup"].text() != "–" and cells(tr, head)["B speedup"].text() != "–"
+        if op == "op0001" and cells(tr, head)["B speedup"].text() != "–":
+            assert st == "partial: op crashed" and "partial" in tr.classes()
+        elif op == "op0000" and in_both:
+            assert st == "ok; A partial: op timeout" and "partial" in tr.classes()
+        elif op in ("op0002", "op0003"):
+            assert st == "ok" and "partial" not in tr.classes()
+    assert {tr.attrs["data-status"] for tr in rows} >= {"partial", "partial in A", "ok"}
+    # B's crashed op is not passed anywhere on the page
+    status = doc.one("section", id="status")
+    assert "3 of 4 ops passed, 1 did not (1 crashed)" in status.one("h2").text()
+    assert "op0001" in status.one("div", cls="alert").text()

@@ -376,9 +376,14 @@ def _side_status(p: _Page, r: list | None, gone_in: str = "") -> tuple[str, str,
 
 def cmp_row(p: _Page, cr: CompareRow, rb: list | None, ra: list | None) -> Row:
     """One joined case: A's and B's figures, the change, its band and verdict; B's status
-    (A's for a row only A has)."""
+    (A's for a row only A has), and where B's row is whole but A's op did not pass, that
+    A's row is partial."""
     own = rb if rb is not None else ra
     state, text, cls, tip = _side_status(p if rb is not None else p.a_page, own, "" if rb is not None else " (in A)")
+    a_st = p.a_page.op_status(cr.op, ra) if ra is not None else None
+    if rb is not None and ra is not None and state == "ok" and ra[COL["status"]] == "ok" and not op_finished(a_st):
+        state, text, cls = "partial in A", f"ok; A partial: op {a_st}", "warn"
+        tip = f"A's op did not pass ({a_st}): its row was measured before it stopped"
     chg_cls = _CALLED.get(cr.verdict, "")
     basis = cr.basis or ""
     judged, side = judged_change(cr)
@@ -393,7 +398,7 @@ def cmp_row(p: _Page, cr: CompareRow, rb: list | None, ra: list | None) -> Row:
         _num(_gbps(rb[COL["lib_gbps"]] if rb is not None else None)), Cell(text, cls, tip),
     ]  # fmt: skip
     attrs = {"op": cr.op, "dtype": cr.dtype or "", "status": state, "verdict": cr.verdict.value}
-    return Row(cells, attrs, "partial" if state == "partial" else "", _row_tip(own) if own is not None else "")
+    return Row(cells, attrs, "partial" if state.startswith("partial") else "", _row_tip(own) if own is not None else "")
 
 
 def _key(r: list) -> tuple:
