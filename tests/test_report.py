@@ -575,3 +575,10 @@ def test_against_marks_the_rows_of_ops_that_did_not_pass_on_either_side(tmp_path
     status = doc.one("section", id="status")
     assert "3 of 4 ops passed, 1 did not (1 crashed)" in status.one("h2").text()
     assert "op0001" in status.one("div", cls="alert").text()
+
+
+def test_figures_read_plainly():
+    from opscreen.results.report import _chg, _ms
+
+    assert [_chg(x) for x in (-0.00001, -0.0006, 0.25, None)] == ["+0.0%", "-0.1%", "+25.0%", "–"]
+    assert [_ms(x) for x in (0.001234567, 5.10918, 1765.4, 0.0)] == ["0.001235", "5.109", "1765", "0"]

@@ -143,7 +143,8 @@ def _pct(v: float | None, nd: int = 2) -> str:
 
 
 def _chg(v: float | None) -> str:
-    return "–" if v is None else f"{100 * v:+.1f}%"
+    """A change as a signed percent; one that rounds to 0 reads +0.0%, never -0.0%."""
+    return "–" if v is None else f"{round(100 * v, 1) + 0.0:+.1f}%"
 
 
 def _band(v: float | None) -> str:
