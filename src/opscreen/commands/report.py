@@ -9,8 +9,8 @@ from ..errors import UsageError, check_out_file, check_writable_dir
 from ..results import noise
 from ..results.compare import MUST_MATCH, check_caliber, compare_summaries, parse_allow
 from ..results.report import write_report
-from ..results.summary import load_or_build, write_summary
-from ._common import add_max_band_argument, add_noise_k_argument, percent
+from ..results.summary import DEFAULT_MAX_BAND, load_or_build, write_summary
+from ._common import add_noise_k_argument, percent
 
 NAME = "report"
 HELP = "write a self-contained HTML report of a run (optionally compared with another run)"
@@ -37,9 +37,10 @@ def add_arguments(p) -> None:
         help=f"with --against: compare although FIELD differs ({', '.join(MUST_MATCH)}, or all)",
     )  # fmt: skip
     p.add_argument("--rebuild", action="store_true", help="re-make the summaries even when summary.json exists")
-    add_max_band_argument(p)
-    p.add_argument("--margin", dest="max_band", metavar="PCT",
-                   help="with --against: the equivalence margin, as in 'opscreen compare' (--max-band is its older name)")
+    p.add_argument("--margin", "--max-band", dest="max_band", default=f"{DEFAULT_MAX_BAND * 100:g}", metavar="PCT",
+                   help="the equivalence margin of --against, as in 'opscreen compare', and the band beyond which "
+                        f"this run's own cases count as unresolved (default {DEFAULT_MAX_BAND * 100:g}; --max-band "
+                        "is its older name)")
     p.add_argument("--floors", metavar="FILE", help="with --against: the floors table to widen bands to, as in 'opscreen compare'")
     p.add_argument("--no-floors", action="store_true", help="with --against: no floors band, as in 'opscreen compare'")
     add_noise_k_argument(p)
