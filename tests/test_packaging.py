@@ -100,7 +100,8 @@ def test_package_data_patterns_each_name_files():
     patterns = _pyproject()["tool"]["setuptools"]["package-data"]["opscreen"]
     for pat in patterns:
         assert [p for p in PKG.glob(pat) if p.is_file()], f"package-data pattern {pat!r} names no file"
-    assert {p.name for p in DATA.iterdir()} == DEFAULT_ASSETS
+    assert {p.name for p in DATA.iterdir()} == DEFAULT_ASSETS | {"floors"}
+    assert sorted(p.name for p in (DATA / "floors").iterdir()) == ["nvidia-h200.json"]  # the floors tables shipped
     assert (ROOT / "ops").is_symlink() and (ROOT / "ops").resolve() == DATA, "ops/ is a link to the shipped assets, one copy"
 
 
@@ -113,6 +114,7 @@ def test_wheel_ships_the_package_whole(wheel):
     assert not missing, sorted(missing)
     assert "opscreen/py.typed" in names
     assert {f"opscreen/assets/data/{n}" for n in DEFAULT_ASSETS} <= names
+    assert "opscreen/assets/data/floors/nvidia-h200.json" in names
     assert f"{dist_info}/licenses/LICENSE" in names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
     assert meta["Version"] == opscreen.__version__

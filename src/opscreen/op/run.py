@@ -163,8 +163,10 @@ def python_shim(out_dir: Path) -> Path:
     pkg = Path(__file__).resolve().parent.parent  # the opscreen package (this file is op/run.py)
     shim.mkdir(parents=True, exist_ok=True)
     if not (link.is_symlink() and Path(os.readlink(link)) == pkg):
-        if link.is_symlink() or link.exists():
+        if link.is_symlink() or link.is_file():
             link.unlink()
+        elif link.is_dir():  # an op dir copied without its links: the copy of the package goes
+            shutil.rmtree(link)
         link.symlink_to(pkg, target_is_directory=True)
     return shim
 
