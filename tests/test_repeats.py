@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 import statistics
@@ -150,13 +151,28 @@ def summary_of(speedup, spread):
 
 
 def test_compare_widens_the_band_to_the_spread_between_processes():
-    quiet = compare_summaries(summary_of(1.0, None), summary_of(0.96, None)).rows[0]
-    assert quiet.verdict == Verdict.SLOWER and quiet.basis == "noise"
-    wide = compare_summaries(summary_of(1.0, 0.05), summary_of(0.96, 0.01)).rows[0]
-    assert wide.verdict == Verdict.SAME and wide.basis == "noise+spread"
-    assert wide.band == pytest.approx(0.0487901641694320)  # ln(1.05)
-    beyond = compare_summaries(summary_of(1.0, 0.02), summary_of(0.96, 0.01)).rows[0]
-    assert beyond.verdict == Verdict.SLOWER and beyond.basis == "noise+spread"
+    """With --repeats on both runs the band is at least a test over processes: each run's
+    spread over its N processes gives sigma = ln(1 + spread) / d2(N), and the band is Welch's
+    t x sqrt(sigma_A^2/N_A + sigma_B^2/N_B)."""
+    from opscreen.results.noise import t_critical
+
+    def welch(sa, sb, n=3, d2=1.693):
+        va, vb = (math.log1p(sa) / d2) ** 2 / n, (math.log1p(sb) / d2) ** 2 / n
+        df = (va + vb) ** 2 / (va ** 2 / (n - 1) + vb ** 2 / (n - 1))
+        return t_critical(df, 0.01) * math.sqrt(va + vb)
+
+    quiet = compare_summaries(summary_of(1.0, None), summary_of(0.96, None), table=False).rows[0]
+    assert quiet.verdict == Verdict.SLOWER and quiet.basis == "samples"
+    # processes 5 % and 1 % apart: a 4 % move is inside the test's band, whose interval is too wide for same
+    wide = compare_summaries(summary_of(1.0, 0.05), summary_of(0.96, 0.01), table=False).rows[0]
+    assert wide.verdict == Verdict.UNRESOLVED and wide.basis == "repeats"
+    assert wide.band == pytest.approx(welch(0.05, 0.01), rel=1e-6)
+    assert compare_summaries(summary_of(1.0, 0.05), summary_of(0.96, 0.01), table=False,
+                             max_band=0.25).rows[0].verdict == Verdict.SAME
+    # processes 0.5 % apart: the same 4 % move is beyond the band
+    beyond = compare_summaries(summary_of(1.0, 0.005), summary_of(0.96, 0.005), table=False).rows[0]
+    assert beyond.verdict == Verdict.SLOWER and beyond.basis == "repeats"
+    assert beyond.band == pytest.approx(welch(0.005, 0.005), rel=1e-6) and beyond.band < 0.04
 
 
 def test_summary_says_how_far_processes_disagreed():

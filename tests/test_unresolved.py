@@ -142,10 +142,12 @@ def test_summary_band_follows_noise_k(pair, capsys):
 
 
 def test_report_marks_unresolved_rows(pair):
+    """The report's comparison lists the unresolved rows (the samples rule alone: the 10 %
+    moves inside the fallback rows' 85 % band) and marks them in its case table."""
     a, b, n16 = pair
-    assert main(["report", str(b), "--against", str(a)]) == 0
+    assert main(["report", str(b), "--against", str(a), "--no-floors"]) == 0
     html = (b / "report.html").read_text()
-    assert f"Unresolved ({n16} rows whose band is wider than ±5%" in html
-    assert '<td class="warn">unresolved</td>' in html
-    assert f'<td class="num warn">{n16}</td>' in html  # the op table's count
-    assert "unresolved</td>" in html.split('id="slowest"')[1]  # the slowest cases mark them
+    n_un = sum(1 for i in range(n16) if _b_scale("float16", i) < 2)  # the 2.5x moves are slower
+    assert f"Unresolved ({n_un} rows: a change inside its band" in html
+    assert html.count('<td class="verdict warn">unresolved</td>') >= n_un
+    assert "unresolved" in html.split('id="slowest"')[1]  # the lowest speedups mark them
