@@ -119,6 +119,13 @@ def test_two_processes_that_pick_differently_compare_as_pick(tmp_path):
     assert [r["verdict"] for r in rows] == ["pick", "pick"]
     assert all("A BLOCK: 64, num_warps: 4 | B BLOCK: 128, num_warps: 4" in r["pick"] for r in rows)
     assert "autotune picks differ in 1 op(s)" in res.stdout
+    rep = subprocess.run([sys.executable, "-m", "opscreen", "report", str(b), "--against", str(a), "--out",
+                          str(tmp_path / "r.html")], env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+                         capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert rep.returncode == 0, rep.stdout + rep.stderr
+    html = (tmp_path / "r.html").read_text()
+    section = html.split('id="autotune"')[1].split("</section>")[0]
+    assert "A against B" in section and "A BLOCK: 64, num_warps: 4 | B BLOCK: 128, num_warps: 4" in section
     res, rows = compare(a, c)  # the same picks in both processes: no pick, nothing called
     assert {r["verdict"] for r in rows} <= {"same", "unresolved"} and not any(r["pick"] for r in rows)
 
@@ -139,3 +146,8 @@ def test_summary_lists_picks_that_differ_between_an_ops_processes(tmp_path):
     text = format_summary(s)
     assert "autotune picks that differ between an op's processes (2 kernel keys" in text
     assert json.loads(s.to_json_text())["autotune_flips"] == flips
+    from opscreen.results.report import write_report
+
+    html = write_report(s, tmp_path / "r.html").read_text()
+    section = html.split('id="autotune"')[1].split("</section>")[0]
+    assert "this run's processes" in section and "BLOCK: 64, num_warps: 4 | BLOCK: 128, num_warps: 4" in section

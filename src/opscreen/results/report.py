@@ -785,6 +785,19 @@ def fallback_ctx(p: _Page) -> dict:
             "mixed": mixed_rows(p.s)}
 
 
+def autotune_ctx(p: _Page, comparison: Comparison | None) -> dict:
+    """The autotuned kernels whose pick differs: between this run's processes of an op
+    (--repeats) and, on a comparison, between A and B (compare's ``pick``)."""
+    rows = [Row([p.op_cell(f["op"]), Cell(f["kernel"].rsplit(".", 1)[-1]), Cell(f["key"]), Cell("this run's processes"),
+                 Cell(" | ".join(str(c) for c in f["configs"]), "reason")]) for f in p.s.autotune_flips()]
+    for op, diffs in sorted((comparison.picks if comparison is not None else {}).items()):
+        for d in diffs:
+            rows.append(Row([p.op_cell(op), Cell(d["kernel"].rsplit(".", 1)[-1]), Cell(d["key"]), Cell("A against B"),
+                             Cell(f"A {d['a']} | B {d['b']}", "reason")]))
+    cols = [Col("op"), Col("kernel"), Col("key"), Col("between"), Col("configs")]
+    return {"table": Table(cols, rows) if rows else None, "ops": len({r.cells[0].text for r in rows})}
+
+
 def identity_items(s: Summary) -> list[tuple[str, str]]:
     ident = s.identity or {}
     cal = s.caliber or {}
@@ -973,7 +986,7 @@ def _filters(table: Table, compare: bool) -> dict:
     return out
 
 
-def _nav(compare: bool, st: dict, fb: dict, fails: list) -> list[tuple[str, str]]:
+def _nav(compare: bool, st: dict, fb: dict, fails: list, at: dict | None = None) -> list[tuple[str, str]]:
     nav = [("compare", "Comparison"), ("status", "This run")] if compare else [("status", "Verdict")]
     if fails:
         nav.append(("failures", "Did not pass"))
@@ -981,6 +994,8 @@ def _nav(compare: bool, st: dict, fb: dict, fails: list) -> list[tuple[str, str]
             ("per-op", "Per op")]  # fmt: skip
     if fb["table"] is not None:
         nav.append(("fallback", "Graph fallback"))
+    if at and at["table"] is not None:
+        nav.append(("autotune", "Autotune picks"))
     return nav + [("identity", "Identity")]
 
 
@@ -988,6 +1003,7 @@ def page_ctx(s: Summary, out_path: str | Path, comparison: Comparison | None = N
     """Everything the template shows, formatted."""
     p = _Page(s, Path(out_path).parent)
     st, fails, fb = status_ctx(p), failures_ctx(p), fallback_ctx(p)
+    at = autotune_ctx(p, comparison)
     fin = p.finished_rows()
     by: dict[str, list[float]] = {}
     for r in fin:
@@ -1000,8 +1016,8 @@ def page_ctx(s: Summary, out_path: str | Path, comparison: Comparison | None = N
     sub = [x for x in (cal.get("device_name"), cal.get("backend"), f"timer {cal['timer']}" if cal.get("timer") else None,
                        f"{len(s.ops)} ops", f"{len(s.rows)} cases", (s.identity or {}).get("started_at")) if x]  # fmt: skip
     return {
-        "name": s.name, "sub": " · ".join(str(x) for x in sub), "version": __version__, "nav": _nav(cmp is not None, st, fb, fails),
-        "status": st, "failures": fails, "fallback": fb, "compare": cmp, "cases": cases,
+        "name": s.name, "sub": " · ".join(str(x) for x in sub), "version": __version__, "nav": _nav(cmp is not None, st, fb, fails, at),
+        "status": st, "failures": fails, "fallback": fb, "autotune": at, "compare": cmp, "cases": cases,
         "filters": _filters(cases, cmp is not None), "ops_table": ops_table(p), "op_sections": op_sections(p),
         "lowest": Table(RUN_COLS, [run_row(p, r) for r in lowest[:LOWEST]], total=len(lowest)).without_empty(THROUGHPUT),
         "chart": speedup_plot_svg(by), "identity": identity_items(s), "has_identity": bool(s.identity),
