@@ -150,4 +150,4 @@ def test_summary_lists_picks_that_differ_between_an_ops_processes(tmp_path):
 
     html = write_report(s, tmp_path / "r.html").read_text()
     section = html.split('id="autotune"')[1].split("</section>")[0]
-    assert "this run's processes" in section and "BLOCK: 64, num_warps: 4 | BLOCK: 128, num_warps: 4" in section
+    assert "this run&#39;s processes" in section and "BLOCK: 64, num_warps: 4 | BLOCK: 128, num_warps: 4" in section  # escaped
