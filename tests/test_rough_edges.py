@@ -239,13 +239,19 @@ def test_a_result_whose_schema_is_no_version_runs_again(faults, schema):
 # -- item 7: merge --out inside an input is refused --------------------------------------------
 
 
-def test_merge_into_one_of_its_inputs_is_refused(faults):
+def _two_shards(faults) -> list:
+    """Two shard run dirs of one screen of ok_a, ok_b and ok_c (``--shard I/2``)."""
     shards = []
     for i in range(2):
         out = faults.tmp / f"shard-{i}"
         res = faults.run(out, "--ops", "ok_a,ok_b,ok_c", "--shard", f"{i}/2", "--devices", "0", "--timeout", "30")
         assert res.returncode == 0, res.stdout + res.stderr
         shards.append(out)
+    return shards
+
+
+def test_merge_into_one_of_its_inputs_is_refused(faults):
+    shards = _two_shards(faults)
     before = [snapshot(s) for s in shards]
     for where in (shards[0] / "ops" / "merged", shards[1] / "merged", shards[0] / "ops" / "x" / "y"):
         one_line(cli("merge", *shards, "--out", where), "lies inside the input run dir", "outside the inputs")
@@ -336,12 +342,7 @@ def test_an_interrupted_run_lists_its_interrupted_and_unrun_ops(faults):
 def test_read_only_out_is_a_usage_error_for_summary_report_merge_and_inventory(faults):
     import shutil
 
-    shards = []
-    for i in range(2):
-        out = faults.tmp / f"shard-{i}"
-        res = faults.run(out, "--ops", "ok_a,ok_b,ok_c", "--shard", f"{i}/2", "--devices", "0", "--timeout", "30")
-        assert res.returncode == 0, res.stdout + res.stderr
-        shards.append(out)
+    shards = _two_shards(faults)
     ro = faults.tmp / "ro"
     ro.mkdir()
     if shutil.which("unshare") is None or subprocess.run(

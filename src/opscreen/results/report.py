@@ -429,6 +429,16 @@ class _Joined:
 
 # ---------------------------------------------------------------- plots
 
+def _svg_closing(fig) -> str | None:
+    """The figure (None: no figure) as inline SVG (:func:`_svg_of`), the figure closed."""
+    if fig is None:
+        return None
+    _, plt = _pyplot()
+    svg = _svg_of(fig)
+    plt.close(fig)
+    return svg
+
+
 def _svg_of(fig) -> str:
     """The figure as inline SVG that takes its container's width (viewBox kept)."""
     buf = io.StringIO()
@@ -518,13 +528,7 @@ def speedup_figure(by_dtype: dict[str, list[float]]):
 
 def speedup_plot_svg(by_dtype: dict[str, list[float]]) -> str | None:
     """:func:`speedup_figure` as inline SVG text."""
-    fig = speedup_figure(by_dtype)
-    if fig is None:
-        return None
-    _, plt = _pyplot()
-    svg = _svg_of(fig)
-    plt.close(fig)
-    return svg
+    return _svg_closing(speedup_figure(by_dtype))
 
 
 _VERDICT_COLOR = {Verdict.SLOWER: "#d1495b", Verdict.FASTER: "#2f9e5b", Verdict.SAME: "#9aa3b2",
@@ -572,13 +576,7 @@ def change_figure(rows_or_changes: Iterable[Any]):
 
 
 def change_plot_svg(rows_or_changes: Iterable[Any]) -> str | None:
-    fig = change_figure(rows_or_changes)
-    if fig is None:
-        return None
-    _, plt = _pyplot()
-    svg = _svg_of(fig)
-    plt.close(fig)
-    return svg
+    return _svg_closing(change_figure(rows_or_changes))
 
 
 _change_plot_svg = change_plot_svg  # the name before the stacked verdicts
