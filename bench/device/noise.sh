@@ -9,8 +9,10 @@
 # (fresh processes; op runs first, on the machine's cold Triton cache), wk is
 # `--isolation worker`. Each mode's run dir resumes where an earlier call stopped: on a warm
 # machine from /tmp/noise, on a fresh one from .fg/noise/<mode> (the run dirs of the last
-# call's $OUT/noise.tgz, untarred there). Then `opscreen compare` and bench/verdict_rates.py
-# on the pairs; run from the repo root with .fg/FlagGems and .whl carried.
+# call's $OUT/noise.tgz, untarred there). Then `opscreen compare` on the pairs, and
+# bench/worker_ab.py on wk against op (the A/A and speed figures of docs/workers.md);
+# run from the repo root with .fg/FlagGems and .whl carried. bench/verdict_rates.py and
+# bench/noise_model.py then read the run dirs of noise.tgz (bench/README.md).
 set -u
 cd "$(dirname "$0")/../.."
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
@@ -53,5 +55,6 @@ for pair in "op2 op" "wk op" "wk op2"; do
   set -- $pair; [ -d "$W/$1" ] && [ -d "$W/$2" ] || continue
   echo "== compare $2 $1"; python3 -m opscreen compare "$W/$2" "$W/$1" --out "$W/cmp_$1_vs_$2" 2>&1 | sed -n 1,12p
 done
+[ -d "$W/wk" ] && [ -d "$W/op" ] && { echo "== worker_ab wk op"; python3 bench/worker_ab.py "$W/wk" "$W/op" --json "$W/wk_vs_op.json" | tail -30; }
 tar czf "$OUT/noise.tgz" -C "$W" --exclude='*.console' .
 ls -la "$OUT"
