@@ -4,13 +4,14 @@
     python bench/worker_pool.py A.json[:PAIR] B.json[:PAIR] ... [--leave-out OP,OP] [--corpus 1054]
 
 A sample too large for one session's device time is measured chunk by chunk, each chunk in
-both modes on one lease (bench/device/h200_checks.sh speedpair), across sessions. Each
-input is a JSON that ``bench/worker_ab.py --json`` wrote (its ``per_op``: each op's wall in
-the worker run and in the op run), or a results JSON holding such reports under ``pairs``
-(``:PAIR`` names one, e.g. ``2026-12-01-h200-speedpair.json:wk2_vs_op``). An op in two
-inputs is an error: the pool is one sample. Prints, per mode, the op walls' median, mean,
-p90 and sum, the ratio of the sums, the median of the per-op ratios, and the full corpus's
-GPU-hours from each mode's mean op wall; with ``--leave-out``, the same without those ops.
+both modes on one lease (the speedpair step of bench/device/h200_checks.sh, retired; see git
+history at 8afd9f0), across sessions. Each input is a JSON that ``bench/worker_ab.py
+--json`` wrote (its ``per_op``: each op's wall in the worker run and in the op run), or a
+results JSON holding such reports under ``pairs`` (``:PAIR`` names one, e.g.
+``2026-12-01-h200-speedpair.json:wk2_vs_op``). An op in two inputs is an error: the pool is
+one sample. Prints, per mode, the op walls' median, mean, p90 and sum, the ratio of the
+sums, the median of the per-op ratios, and the full corpus's GPU-hours from each mode's mean
+op wall; with ``--leave-out``, the same without those ops.
 
 Its p90 is bench/worker_ab.py's (``pct``), so that a pool reads like one pair.
 """

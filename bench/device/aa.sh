@@ -15,7 +15,7 @@
 # the runs (TRITON_CACHE_AUTOTUNING=1); UPSTREAM=1 adds FlagGems' own --mode cudagraph.
 # $OUT/aa.json is the A/A report that `opscreen compare --aa` takes as per-op floors
 # (bench/results/2026-11-29-h200-aa-floors.json was made this way); $OUT/aa.tgz the run dirs.
-# Replaces h200_checks.sh's aa, repeats, repeats3 and mm-repeats steps.
+# Replaces the retired h200_checks.sh's aa, repeats, repeats3 and mm-repeats steps.
 set -u
 cd "$(dirname "$0")/../.."
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1

@@ -9,7 +9,7 @@
 # (src/opscreen/assets/data/; docs/assets.md says what the committed one recorded). JOBS
 # (default 8) processes of 40 files each; --portable keeps machine paths out of the file.
 # The FlagGems copy carried is an archive of ed2508b, not a checkout: OPSCREEN_SUITE_COMMIT
-# declares its commit (set it to the copy you carry). Replaces h200_checks.sh's inventory step.
+# declares its commit (set it to the copy you carry). Replaces the retired h200_checks.sh's inventory step.
 set -u
 cd "$(dirname "$0")/../.."
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1

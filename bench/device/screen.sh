@@ -13,7 +13,7 @@
 # resumes: on a warm machine from /tmp/screen/run, on a fresh one from .fg/run (the run dir of
 # the last call's $OUT/screen.tgz, untarred there). Then summary and report (report.html in
 # the tarball). EXTRA_ARGS passes more `opscreen run` arguments (e.g. "--isolation worker").
-# Replaces h200_checks.sh's screen and sample steps (bench/results/2026-11-30-h200-sample.md).
+# Replaces the retired h200_checks.sh's screen and sample steps (bench/results/2026-11-30-h200-sample.md).
 set -u
 cd "$(dirname "$0")/../.."
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1

@@ -12,7 +12,7 @@
 #   process settles into before its first measurement, and whether the graph timer's small
 #   kernels hold still after it (bench/results/2026-12-01-h200-settle.md).
 # The A/A of the uncapturable ops is bench/device/aa.sh with OPS=... of them. Replaces
-# h200_checks.sh's profiler and lanes18 steps.
+# the retired h200_checks.sh's profiler and lanes18 steps.
 set -u
 cd "$(dirname "$0")/../.."
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
