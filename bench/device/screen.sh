@@ -8,7 +8,8 @@
 #
 # The draw is N_OPS ops of ops/flaggems-inventory.yaml (seed SEED), less EXCLUDE="op ..."
 # (ops left out on purpose: say why in the results). `opscreen run --devices all` with
-# --timeout OP_TIMEOUT (default 300) and --retries RETRIES (default 1), stopped with SIGINT
+# --timeout OP_TIMEOUT (default 300: a budget, as in the results) and opscreen's own default
+# retries (RETRIES=N passes --retries N), stopped with SIGINT
 # at the budget (BUDGET s, default 540), which is how a screen is cut into calls. The run dir
 # resumes: on a warm machine from /tmp/screen/run, on a fresh one from .fg/run (the run dir of
 # the last call's $OUT/screen.tgz, untarred there). Then summary and report (report.html in
@@ -37,7 +38,7 @@ echo "ops ($(wc -l < "$W/sample.txt")): $(tr '\n' ' ' < "$W/sample.txt" | cut -c
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader
 # shellcheck disable=SC2086
 timeout -s INT "$(left)" python3 -m opscreen run --backend cuda --devices all --ops-file "$W/sample.txt" \
-    --timeout "${OP_TIMEOUT:-300}" --retries "${RETRIES:-1}" ${EXTRA_ARGS:-} --out "$W/run" --plain >> "$W/run.console" 2>&1
+    --timeout "${OP_TIMEOUT:-300}" ${RETRIES:+--retries "$RETRIES"} ${EXTRA_ARGS:-} --out "$W/run" --plain >> "$W/run.console" 2>&1
 echo "run rc=$? at $SECONDS s: $(ls "$W"/run/ops/*/.complete 2>/dev/null | wc -l) of $(wc -l < "$W/sample.txt") ops complete"
 tail -3 "$W/run.console"
 python3 -m opscreen summary "$W/run" | tail -25
