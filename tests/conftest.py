@@ -17,6 +17,8 @@ LEAKY_NAMES = ("OP", "OP_FILE", "TEST_NODE", "DTYPES", "SHAPE_MODE", "REPLAY_FRO
 #: Set once the top-level session has scrubbed; a pytest that a test starts (with an
 #: environment the test chose) keeps what it was given.
 SCRUBBED = "_OPSCREEN_TESTS_ENV_SCRUBBED"
+#: What the session sets itself after the scrub (not the shell's): an empty floors dir of its own.
+SESSION_SET = ("OPSCREEN_FLOORS_DIR",)
 
 
 def leaky(name: str) -> bool:

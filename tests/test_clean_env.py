@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from conftest import LEAKY_NAMES, ROOT, SCRUBBED, leaky
+from conftest import LEAKY_NAMES, ROOT, SCRUBBED, SESSION_SET, leaky
 
 SHELL_SETTINGS = {
     "OPSCREEN_TIMER": "graph",
@@ -14,18 +14,20 @@ SHELL_SETTINGS = {
     "OPSCREEN_CURATED_SHAPES": "/nonexistent.yaml",
     "USE_FLAGTUNE": "1",
     "USE_FLAGTUNE_COST_MODEL": "1",
+    "OPSCREEN_FLOORS_DIR": "/a/users/own/tables",
     **{name: "x" for name in LEAKY_NAMES},
 }
 
 
 def test_environment_is_clean():
     """Also the probe that the child session below runs."""
-    assert not sorted(k for k in os.environ if leaky(k))
+    assert not sorted(k for k in os.environ if leaky(k) and k not in SESSION_SET)
     assert os.environ.get(SCRUBBED)
+    assert os.path.isdir(os.environ["OPSCREEN_FLOORS_DIR"]) and not os.listdir(os.environ["OPSCREEN_FLOORS_DIR"])
 
 
 def test_a_shell_setting_does_not_reach_the_tests(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != SCRUBBED}  # a fresh shell
+    env = {k: v for k, v in os.environ.items() if k != SCRUBBED and k not in SESSION_SET}  # a fresh shell
     env.update(SHELL_SETTINGS)
     res = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"{ROOT / 'tests' / 'test_clean_env.py'}::test_environment_is_clean"],
