@@ -508,3 +508,36 @@ def test_requested_dtypes_the_op_lacks_end_as_passed_own_dtypes(faults):
     assert [o["status"] for o in json.loads((out / "summary.json").read_text())["ops"]] == ["passed_own_dtypes"]
     res = faults.run(faults.tmp / "replay", "--replay-from", out)  # counted as measured: nothing to replay
     assert res.returncode == 0 and "0 ops to run" in res.stdout, res.stdout + res.stderr
+
+
+# -- a stopped `opscreen op`: the child's dying stacks go to run.log, not the terminal ----------
+
+
+def test_ctrl_c_on_op_repeats_keeps_the_childs_stacks_in_run_log(faults):
+    """SIGINT while `opscreen op --repeats 3` runs a hung op: the harness kills the child's
+    group, whose SIGTERM handler dumps every thread's stack; that dump lands in run.log,
+    and the terminal gets one line saying so, then the harness's own lines."""
+    import signal
+    import time
+
+    out = faults.tmp / "op"
+    proc = subprocess.Popen([sys.executable, "-m", "opscreen", "op", "hang", "--suite", str(faults.suite), "--backend",
+                             "cpu", "--repeats", "3", "--out", str(out), "--grace", "5"], env=faults.env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+                            cwd=faults.tmp)
+    try:
+        deadline = time.monotonic() + 60
+        while faults.runs("hang") < 1 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(1.0)  # inside the test's sleep
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, stdout[-2000:] + stderr[-2000:]
+    assert "File \"" not in stdout and "Current thread" not in stdout, stdout[-3000:]
+    assert "goes to run.log only" in stdout and "opscreen op: hang interrupted" in stdout
+    log = (out / "repeats" / "1" / "run.log").read_text()
+    assert "File \"" in log  # the stack dump of the kill, kept

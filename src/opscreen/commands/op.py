@@ -126,10 +126,17 @@ def run(args) -> int:
     out = out_dir(args, req.op)
 
     quiet = []  # set once stdout is gone (a closed pipe, a hung-up terminal): run.log still gets every line
+    stop = StopRequest()
+    held = []  # once the user stopped the op: the child's last words (its stacks at the kill) go to run.log only
 
     def echo(line: str) -> None:
         if quiet:
             return
+        if stop.is_set() and not line.startswith(("[opscreen]", "opscreen op:")):
+            if held:
+                return
+            held.append(True)
+            line = "opscreen op: the child's output from the stop on (where it was at the kill) goes to run.log only\n"
         try:
             sys.stdout.write(line)
             sys.stdout.flush()
@@ -137,7 +144,7 @@ def run(args) -> int:
             quiet.append(True)
 
     # SIGINT, SIGTERM and SIGHUP stop the op: its group killed, result.json "interrupted", exit 130
-    with StopRequest() as stop:
+    with stop:
         lane = LaneRunner()  # --isolation worker with --repeats: the repeats share one warm worker
         try:
             outcome = lane.run(req, out, stop=stop, echo=echo)
