@@ -541,3 +541,16 @@ def test_ctrl_c_on_op_repeats_keeps_the_childs_stacks_in_run_log(faults):
     assert "goes to run.log only" in stdout and "opscreen op: hang interrupted" in stdout
     log = (out / "repeats" / "1" / "run.log").read_text()
     assert "File \"" in log  # the stack dump of the kill, kept
+
+
+def test_the_suites_budgets_passed_to_a_timer_that_ignores_them_are_warned_about(faults):
+    """`-- --warmup 25 --iter 100` are the suite's do_bench budgets: the wallclock (and graph)
+    timer samples by its own knobs, so `opscreen op` says so in one line; with --timer direct,
+    which is the suite's do_bench, it says nothing."""
+    res = op_cli(faults, "ok_a", "--out", faults.tmp / "a", "--", "--warmup", "25", "--iter", "100")
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    warned = [ln for ln in res.stderr.splitlines() if "do_bench budgets" in ln]
+    assert len(warned) == 1 and "wallclock timer does not use" in warned[0] and "--timer direct" in warned[0]
+    res = op_cli(faults, "ok_a", "--out", faults.tmp / "b", "--timer", "direct", "--", "--warmup=25")
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    assert "do_bench budgets" not in res.stderr

@@ -544,8 +544,8 @@ SETTINGS: tuple[Setting, ...] = (
     # everything after the first ``--``: cli.main splits the command line there before argparse
     # runs (argparse mixes a ``--`` tail into optional positionals such as ``opscreen op [OP]``),
     # so this positional only shows the syntax in --help and catches stray words before ``--``
-    Setting("extra_args", (), "extra pytest arguments, after --: e.g. -- --warmup 25 --iter 100 (give an option's value "
-            "in the same word, --output=PATH)", default=(), check=_args, caliber=True, key="extra_args",
+    Setting("extra_args", (), "extra pytest arguments, after --: e.g. -- --warmup 25 --iter 100 (the suite's do_bench "
+            "budgets: only --timer direct uses them; give an option's value in the same word, --output=PATH)", default=(), check=_args, caliber=True, key="extra_args",
             argparse=_m(dest="pytest_args", nargs="*", metavar="-- PYTEST_ARGS")),
 )
 BY_NAME: Mapping[str, Setting] = MappingProxyType({s.name: s for s in SETTINGS})

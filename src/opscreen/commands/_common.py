@@ -69,3 +69,20 @@ def add_max_band_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-band", default=f"{DEFAULT_MAX_BAND * 100:g}", metavar="PCT",
                    help="a row whose noise band is wider than ±PCT is 'unresolved': neither same nor "
                         f"faster/slower (default {DEFAULT_MAX_BAND * 100:g})")
+
+
+SUITE_BUDGETS = ("--warmup", "--iter")
+
+
+def warn_suite_budgets(extra_args, timer: str, who: str) -> bool:
+    """One line on stderr when the suite's ``--warmup``/``--iter`` (its ``do_bench`` budgets,
+    in ms) are passed through to a timer that does not use them (every timer but
+    ``direct``); True when it warned."""
+    given = [a for a in extra_args or () if str(a).split("=", 1)[0] in SUITE_BUDGETS]
+    if not given or timer == "direct":
+        return False
+    sys.stderr.write(f"{who}: {' '.join(sorted({a.split('=', 1)[0] for a in given}))} set the suite's do_bench "
+                     f"budgets, which the {timer} timer does not use: it samples by its own knobs "
+                     "(OPSCREEN_WARMUP_MS, OPSCREEN_MAX_TIME, ...; docs/timing.md, \"Knobs\"); --timer direct times "
+                     "with the suite's do_bench\n")
+    return True

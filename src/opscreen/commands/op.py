@@ -24,7 +24,7 @@ from ..op.preflight import check_interpreter, collect
 from ..op.request import OpRequest, StopRequest
 from ..op.run import shape_source
 from ..providers.flaggems import NodeSpec, Suite, safe_dir_name
-from ._common import recorded_backend
+from ._common import recorded_backend, warn_suite_budgets
 
 NAME = "op"
 HELP = ("run one op of the suite in its own process (exit 0 passed, 1 failed, 2 usage, 3 timeout, 4 device-fatal, "
@@ -124,6 +124,7 @@ def build_request(args) -> OpRequest:
 def run(args) -> int:
     req = build_request(args)  # usage errors (an --out that is no directory too) before anything is written
     out = out_dir(args, req.op)
+    warn_suite_budgets(req.extra_args, req.planned_timer, "opscreen op")
 
     quiet = []  # set once stdout is gone (a closed pipe, a hung-up terminal): run.log still gets every line
     stop = StopRequest()

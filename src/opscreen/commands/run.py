@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .. import settings as S
 from ..errors import UsageError, check_writable_dir, os_error
-from ._common import recorded_backend
+from ._common import recorded_backend, warn_suite_budgets
 
 NAME = "run"
 HELP = "screen many ops (default: all) across devices; resumable run directory"
@@ -81,6 +81,7 @@ def build_config(args, out: Path, journal, replay_dir: Path | None, replay_ident
                        args.suite)
     backend = _backend(args, base)
     planned = planned_timer(backend, resolved["timer"])  # usage errors before anything is written
+    warn_suite_budgets(resolved["extra_args"], planned, "opscreen run")
     if resuming:
         refuse_other_timing(out, (existing or {}).get("caliber") or {}, backend, planned)
     suite = Suite.locate(args.suite or base.get("suite_root"), python=args.python or base.get("python"))
