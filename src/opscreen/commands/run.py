@@ -81,7 +81,6 @@ def build_config(args, out: Path, journal, replay_dir: Path | None, replay_ident
                        args.suite)
     backend = _backend(args, base)
     planned = planned_timer(backend, resolved["timer"])  # usage errors before anything is written
-    warn_suite_budgets(resolved["extra_args"], planned, "opscreen run")
     if resuming:
         refuse_other_timing(out, (existing or {}).get("caliber") or {}, backend, planned)
     suite = Suite.locate(args.suite or base.get("suite_root"), python=args.python or base.get("python"))
@@ -178,6 +177,7 @@ def run(args) -> int:
         runner = BatchRunner(cfg, journal, executor=executor,
                              progress=make_progress(sys.stdout, False if args.plain else None))
         _preflight(runner, cfg, journal, executor)
+        warn_suite_budgets(cfg.extra_args, cfg.planned_timer, "opscreen run")  # once the arguments proved usable
         started = True
         return runner.run().exit_code
     finally:
