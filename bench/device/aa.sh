@@ -18,10 +18,7 @@
 # Replaces the retired h200_checks.sh's aa, repeats, repeats3 and mm-repeats steps.
 set -u
 cd "$(dirname "$0")/../.."
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH="/tmp/site:$PWD/src" FLAGGEMS_ROOT="$PWD/.fg/FlagGems" PYTHONUNBUFFERED=1
-export OPSCREEN_SUITE_COMMIT="${OPSCREEN_SUITE_COMMIT:-ed2508bcb5a03000e9774734201d840ba362cd11}"
-OUT="${OUT:-/tmp/out}"; W=/tmp/aa; mkdir -p "$W" "$OUT"
+source bench/device/_env.sh aa
 [ "${AA_PIN:-0}" = 1 ] && export TRITON_CACHE_AUTOTUNING=1
 args=(--suite "$FLAGGEMS_ROOT" --out "$OUT/aa.json" --work "$W/runs" --device "${DEVICE:-0}"
       --timeout "${OP_TIMEOUT:-300}" --runs "${RUNS:-2}" --deadline $(( ${BUDGET:-540} - 20 ))

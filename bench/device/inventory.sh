@@ -12,10 +12,7 @@
 # declares its commit (set it to the copy you carry). Replaces the retired h200_checks.sh's inventory step.
 set -u
 cd "$(dirname "$0")/../.."
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH="/tmp/site:$PWD/src" FLAGGEMS_ROOT="$PWD/.fg/FlagGems" PYTHONUNBUFFERED=1
-export OPSCREEN_SUITE_COMMIT="${OPSCREEN_SUITE_COMMIT:-ed2508bcb5a03000e9774734201d840ba362cd11}"
-OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
+source bench/device/_env.sh inventory
 timeout -s INT $(( ${BUDGET:-540} - 10 )) python3 -m opscreen inventory --suite "$FLAGGEMS_ROOT" \
     --env GEMS_VENDOR=nvidia --portable --jobs "${JOBS:-8}" --batch 40 --timeout 400 \
     --out "$OUT/flaggems-inventory.yaml" > "$OUT/inventory.txt" 2>&1

@@ -15,11 +15,7 @@
 # bench/noise_model.py then read the run dirs of noise.tgz (bench/README.md).
 set -u
 cd "$(dirname "$0")/../.."
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH="/tmp/site:$PWD/src" FLAGGEMS_ROOT="$PWD/.fg/FlagGems" PYTHONUNBUFFERED=1
-export OPSCREEN_SUITE_COMMIT="${OPSCREEN_SUITE_COMMIT:-ed2508bcb5a03000e9774734201d840ba362cd11}"
-OUT="${OUT:-/tmp/out}"; W=/tmp/noise; mkdir -p "$W" "$OUT"
-left() { echo $(( ${BUDGET:-540} - SECONDS )); }
+source bench/device/_env.sh noise
 seed="${SEED:-20261208}"; n_ops="${N_OPS:-32}"; modes="${MODES:-op wk op2}"
 for m in $modes; do [ -d ".fg/noise/$m" ] && [ ! -d "$W/$m" ] && cp -r ".fg/noise/$m" "$W/$m"; done
 python3 - "$seed" "$n_ops" > "$W/sample.txt" <<'PY'

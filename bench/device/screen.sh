@@ -17,11 +17,7 @@
 # Replaces the retired h200_checks.sh's screen and sample steps (bench/results/2026-11-30-h200-sample.md).
 set -u
 cd "$(dirname "$0")/../.."
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH="/tmp/site:$PWD/src" FLAGGEMS_ROOT="$PWD/.fg/FlagGems" PYTHONUNBUFFERED=1
-export OPSCREEN_SUITE_COMMIT="${OPSCREEN_SUITE_COMMIT:-ed2508bcb5a03000e9774734201d840ba362cd11}"
-OUT="${OUT:-/tmp/out}"; W=/tmp/screen; mkdir -p "$W" "$OUT"
-left() { echo $(( ${BUDGET:-540} - SECONDS )); }
+source bench/device/_env.sh screen
 [ -d .fg/run ] && [ ! -d "$W/run" ] && cp -r .fg/run "$W/run"
 if [ -n "${OPS_FILE:-}" ]; then
   grep -v '^#' "$OPS_FILE" | grep . > "$W/sample.txt"

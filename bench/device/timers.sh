@@ -15,10 +15,7 @@
 # the retired h200_checks.sh's profiler and lanes18 steps.
 set -u
 cd "$(dirname "$0")/../.."
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH="/tmp/site:$PWD/src" FLAGGEMS_ROOT="$PWD/.fg/FlagGems" PYTHONUNBUFFERED=1
-OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
-left() { echo $(( ${BUDGET:-540} - SECONDS )); }
+source bench/device/_env.sh timers
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader
 for c in ${CHECKS:-profiler settle}; do
   [ "$(left)" -gt 30 ] || { echo "$c: skipped (time)"; continue; }
