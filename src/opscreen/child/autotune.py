@@ -29,7 +29,6 @@ import sys
 AUTOTUNER_MODULE = "triton.runtime.autotuner"
 _USED: dict[int, object] = {}  # id(tuner) -> tuner, for the tuners the op ran
 _PATCHED_ATTR = "__opscreen_autotune_wrapped__"
-_STATE = {"patched": 0}
 MAX_KEYS = 64  # winners per kernel kept in the record (a kernel tuned for many shapes)
 
 
@@ -88,7 +87,6 @@ def patch() -> int:
         except (TypeError, AttributeError):
             continue
         n += 1
-    _STATE["patched"] += n
     return n
 
 

@@ -22,30 +22,26 @@ Caliber fields (docs/contracts.md, "Identity"):
 - ``dtypes``: reported; rows only join where both runs have them.
 - ``timing``: reported when it differs.
 
-Verdict of a row measured in both runs (``change = metric_B / metric_A - 1``; for
-the default metric ``speedup`` a positive change means B is faster relative to torch):
+Verdict of a row measured in both runs (``d = ln(metric_B / metric_A)``; for the
+default metric ``speedup`` a positive change means B is faster relative to torch;
+docs/results.md has the rule with a row checked by hand):
 
-- both rows carry noise (the recorded rsd of their samples): the row's noise is
-  ``sqrt(rsd_torch² + rsd_lib²)`` (``rsd_lib`` alone for ``lib_ms``); the change is
-  ``same`` when ``|ln(1 + change)| <= max(k * sqrt(noise_A² + noise_B²), min_change)``
-  with ``k`` = :data:`DEFAULT_K` (2: two combined standard deviations) and
-  ``min_change`` = :data:`DEFAULT_MIN_CHANGE` (0.5 %: run-to-run drift that a single
-  run's samples do not show), else ``faster``/``slower``;
-- otherwise ``same`` when ``|ln(1 + change)| <= threshold`` (default 3 %).
-- rows merged from several processes (``--repeats``) carry their between-process
-  spread (max / min - 1, ``speedup_spread`` or ``lib_spread``): the band is at least the
-  wider of the two runs' spreads; ``basis`` then ends in ``+spread``.
-- with A/A floors (``--aa FILE``, the JSON of ``bench/timing_aa.py``): the band of a row
-  of an op the A/A measured is at least the largest |Δ speedup| that op showed between
-  two identical processes (the samples of one run cannot show that drift). ``basis``
-  then ends in ``+aa``.
-
-The band the rules above give a row (after ``+aa`` and ``+spread``) is its *combined
-band*. A row whose combined band is wider than ``max_band`` (``--max-band``, default
-:data:`~opscreen.results.summary.DEFAULT_MAX_BAND`, 5 %) is ``unresolved``, whatever its
-change: the runs cannot tell a change inside it from noise, so it is neither ``same`` nor
-``faster``/``slower``; it is counted and listed with its band, and ``--fail-on`` fails on
-it unless ``unresolved`` is ``"ignore"`` (``--unresolved``).
+- each judged quantity has a *band*, the widest of: ``samples`` (``k`` x the two runs'
+  combined sample rsd, :data:`DEFAULT_K`; ``threshold`` for rows without noise), the
+  row's cell of the device's floors table (``floors``, or ``floors-default`` from the
+  conservative table; :mod:`opscreen.results.noise`), the test over processes of
+  ``--repeats`` (``repeats``: Welch's t on each run's per-process range) and an A/A
+  floor (``aa``, ``--aa FILE``);
+- on one device model each side is judged on its own band (``side``): the library
+  moved alone -> ``faster``/``slower``; torch moved alone -> ``unresolved``, basis
+  ``baseline``; both -> the speedup's band decides; neither -> ``same`` when the
+  library's change +- its band lies within ``max_band`` (the equivalence margin,
+  ``--margin``), else ``unresolved``. Elsewhere the speedup (or ``lib_ms``) is judged alone;
+- "moved" is ``|d| > band`` and ``|d| >= min_change`` (:data:`DEFAULT_MIN_CHANGE`, the
+  minimum practical change); a moved row of an op whose autotune picks differ between A
+  and B is ``pick``, not faster/slower;
+- ``--fail-on`` fails on ``slower`` rows past its percent and ``broken`` rows, and on
+  ``unresolved`` and ``pick`` rows only with ``unresolved="fail"``.
 
 Rows not measured in both: ``new`` (only in B), ``gone`` (only in A, the op did not
 fail in B), ``broken`` (measured in A; failed in B, or its op failed/timed out in
@@ -54,6 +50,7 @@ B), ``fixed`` (failed in A, measured in B), ``failed`` (failed in both).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from enum import Enum
@@ -497,6 +494,11 @@ def _process_test_band(ra: list, rb: list, q: str, alpha: float) -> float | None
     return _noise.t_critical(df, alpha) * math.sqrt(se2)
 
 
+@functools.lru_cache(maxsize=1)
+def _conservative() -> "_noise.FloorsTable":
+    return _noise.conservative()
+
+
 def _floors_cell(cr: CompareRow, ra: list, rb: list, table, history: str):
     """The row's floors cell (of ``table``, else of the conservative default) and the basis it names."""
     ga = _noise.timer_group(ra[COL["torch_timer"]], ra[COL["lib_timer"]])
@@ -508,7 +510,7 @@ def _floors_cell(cr: CompareRow, ra: list, rb: list, table, history: str):
     cell = table.cell(history, group, min(lats)) if table is not None else None
     if cell is not None:
         return cell, "floors"
-    return _noise.conservative().cell(history, group, min(lats)), "floors-default"
+    return _conservative().cell(history, group, min(lats)), "floors-default"
 
 
 def _samples_noise(ra: list, rb: list, q: str, metric: str) -> float | None:
@@ -531,7 +533,7 @@ def _band(q: str, cr: CompareRow, ra: list, rb: list, metric: str, ctx: dict) ->
     cands = [(ctx["k"] * noise, "samples")] if noise is not None else [(ctx["threshold"], "threshold")]
     label = None
     if ctx["use_floors"]:
-        cell, basis = _floors_cell(cr, ra, rb, ctx["table"], ctx["history"])
+        cell, basis = ctx["cell"]  # the row's floors cell, looked up once for all its quantities
         if cell is not None:
             scale = "lib" if metric == "lib_ms" and q == "speedup" else q
             cands.append((cell.band(scale, _repeats(ra), _repeats(rb), ctx["alpha"]), basis))
@@ -614,6 +616,8 @@ def _join_measured(cr: CompareRow, ra: list, rb: list, vi: int, metric: str, ctx
     a_ok = ra[COL["status"]] == "ok" and ra[vi] is not None and ra[vi] > 0
     b_ok = rb[COL["status"]] == "ok" and rb[vi] is not None and rb[vi] > 0
     if a_ok and b_ok:
+        if ctx["use_floors"]:
+            ctx = {**ctx, "cell": _floors_cell(cr, ra, rb, ctx["table"], ctx["history"])}
         ratio = rb[vi] / ra[vi] if metric == "speedup" else ra[vi] / rb[vi]
         cr.change = ratio - 1.0
         lr = math.log(ratio)

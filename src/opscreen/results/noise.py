@@ -38,7 +38,9 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .. import contracts
+from ..child.timed_value import timer_method
 from ..errors import UsageError
+from .summary import COL
 
 __all__ = [
     "FLOORS", "BIN_EDGES_MS", "DEFAULT_ALPHA", "Cell", "FloorsTable", "t_critical", "timer_group",
@@ -89,8 +91,6 @@ def t_critical(nu: float, alpha: float = DEFAULT_ALPHA) -> float:
 def timer_group(torch_timer: str | None, lib_timer: str | None) -> str:
     """A row side pair's timer group: the method both sides used (``graph``, ``profiler``,
     ``direct``, ``wallclock``), ``mixed`` when they differ or one fell back."""
-    from ..child.timed_value import timer_method
-
     mt = timer_method(torch_timer) if torch_timer else None
     ml = timer_method(lib_timer) if lib_timer else None
     if mt is None or mt != ml or torch_timer != lib_timer:
@@ -199,8 +199,6 @@ def fit(pairs: Iterable[tuple[Any, Any, str]], *, name: str, match: str, provena
         alpha: float = DEFAULT_ALPHA) -> FloorsTable:
     """A table from pairs of summaries ``(A, B, history)`` of the same ops: every row
     measured in both with a positive speedup and library latency falls into its cell."""
-    from .summary import COL
-
     acc: dict[tuple, dict] = {}
     n_pairs: dict[tuple, set] = {}
     for k, (a, b, history) in enumerate(pairs):
@@ -235,14 +233,10 @@ def fit(pairs: Iterable[tuple[Any, Any, str]], *, name: str, match: str, provena
 
 
 def _key(r: list) -> tuple:
-    from .summary import COL
-
     return (r[COL["op"]], r[COL["variant"]] or "", r[COL["dtype"]], r[COL["shape"]])
 
 
 def _usable(r: list) -> bool:
-    from .summary import COL
-
     vals = (r[COL["speedup"]], r[COL["lib_ms"]], r[COL["torch_ms"]])
     return r[COL["status"]] == "ok" and all(isinstance(v, (int, float)) and v > 0 for v in vals)
 
