@@ -11,18 +11,22 @@
 # machine from /tmp/noise, on a fresh one from .fg/noise/<mode> (the run dirs of the last
 # call's $OUT/noise.tgz, untarred there). Then `opscreen compare` on the pairs, and
 # bench/worker_ab.py on wk against op (the A/A and speed figures of docs/workers.md);
-# run from the repo root with .fg/FlagGems and .whl carried. bench/verdict_rates.py and
+# SKIP=K screens only the draw's ops after its first K (Python's random.sample is
+# prefix-stable: N_OPS=32 begins with the 13 ops of N_OPS=13, so a later session can add the
+# rest of a draw an earlier one began). Run from the repo root with .fg/FlagGems and .whl carried. bench/verdict_rates.py and
 # bench/noise_model.py then read the run dirs of noise.tgz (bench/README.md).
 set -u
 cd "$(dirname "$0")/../.."
 source bench/device/_env.sh noise
 seed="${SEED:-20261208}"; n_ops="${N_OPS:-32}"; modes="${MODES:-op wk op2}"
 for m in $modes; do [ -d ".fg/noise/$m" ] && [ ! -d "$W/$m" ] && cp -r ".fg/noise/$m" "$W/$m"; done
-python3 - "$seed" "$n_ops" > "$W/sample.txt" <<'PY'
+python3 - "$seed" "$n_ops" "${SKIP:-0}" > "$W/sample.txt" <<'PY'
 import random, sys, yaml
 inv = yaml.safe_load(open("ops/flaggems-inventory.yaml"))
-print("\n".join(random.Random(int(sys.argv[1])).sample(sorted(inv["ops"]), int(sys.argv[2]))))
+draw = random.Random(int(sys.argv[1])).sample(sorted(inv["ops"]), int(sys.argv[2]))
+print("\n".join(draw[int(sys.argv[3]):]))
 PY
+n_ops=$(wc -l < "$W/sample.txt")
 echo "seed $seed: $(tr '\n' ' ' < "$W/sample.txt")"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit,persistence_mode --format=csv,noheader
 for m in $modes; do
@@ -47,7 +51,7 @@ for p in sorted(pathlib.Path(sys.argv[1]).glob("op/ops/*/run_identity.json"))[:4
 else:
     print("autotune record: no op of mode op recorded an autotuned kernel")
 PY
-for pair in "op2 op" "wk op" "wk op2"; do
+for pair in "op2 op" "wk op" "wk op2" "wk2 wk"; do
   set -- $pair; [ -d "$W/$1" ] && [ -d "$W/$2" ] || continue
   echo "== compare $2 $1"; python3 -m opscreen compare "$W/$2" "$W/$1" --out "$W/cmp_$1_vs_$2" 2>&1 | sed -n 1,12p
 done
