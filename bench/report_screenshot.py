@@ -3,6 +3,7 @@
     .venv/bin/python bench/report_screenshot.py [RUN_DIR] [--against OTHER_RUN] [--png FILE]
         [--size W,H] [--screens N] [--query 'verdict=slower&sort=change'] [--html FILE]
     .venv/bin/python bench/report_screenshot.py --synth timeouts --png t.png
+    .venv/bin/python bench/report_screenshot.py --readme          # docs/img/report-demo.png
 
 Without RUN_DIR it synthesises (tests/synth.py) either ``--synth pair`` (default): a
 baseline A and a candidate B with a few ops made slower/faster, one op timing out, a
@@ -20,7 +21,17 @@ also prints how many rows of the cases table Chromium shows after the page's scr
 
 The run dirs are only read: the report goes to ``--html`` (default: beside the PNG, FILE.html;
 RUN_DIR/report.html with ``--in-place``), and summaries are built in memory. Needs
-Debian's `chromium` (apt-get install -y chromium); run as root it passes --no-sandbox.
+Debian's `chromium` (apt-get install -y chromium). Chromium starts headless with a fresh
+profile and nothing that reaches the network (--no-sandbox --disable-gpu --disable-quic
+--no-first-run --disable-background-networking --disable-component-update --disable-sync).
+
+``--readme`` makes the README's screenshot, ``docs/img/report-demo.png``: the top screen
+(1280 x 900) of the demo's report (``runs/demo``; ``bash scripts/demo.sh`` screens it first
+when it is absent), reduced to a 256-colour palette with Pillow. The PNG records the
+command that made it and the run it shows (text chunks that tests/test_readme_screenshot.py
+reads). The one command that regenerates it:
+
+    .venv/bin/python bench/report_screenshot.py --readme
 """
 
 from __future__ import annotations
@@ -67,6 +78,21 @@ def _timeouts_run(base: Path) -> Path:
     return d
 
 
+#: how Chromium starts: headless, no sandbox (root, containers), nothing that reaches the
+#: network, no scrollbars in the shot; a fresh --user-data-dir is added per call.
+CHROMIUM_FLAGS = (
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
+)  # fmt: skip
+
+#: the README's screenshot: what ``--readme`` makes, and from which run dir
+README_COMMAND = ".venv/bin/python bench/report_screenshot.py --readme"
+README_PNG = "docs/img/report-demo.png"
+README_SIZE = (1280, 900)
+README_RUN = "runs/demo"
+README_MAX_BYTES = 300_000
+
+
 def find_chromium() -> str:
     for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
         p = shutil.which(name)
@@ -78,13 +104,7 @@ def find_chromium() -> str:
 def _chromium(args: list[str], timeout: float) -> subprocess.CompletedProcess:
     exe = find_chromium()
     with tempfile.TemporaryDirectory(prefix="opscreen-chromium-") as profile:
-        cmd = [
-            exe, "--headless", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            "--hide-scrollbars", f"--user-data-dir={profile}", *args,
-        ]  # fmt: skip
-        if os.geteuid() == 0:
-            cmd.insert(1, "--no-sandbox")
+        cmd = [exe, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args]
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
@@ -132,7 +152,48 @@ def visible_cases(html: Path, query: str = "", timeout: float = 180.0) -> tuple[
     return sum(1 for r in rows if " hidden" not in r), len(rows)
 
 
-def _report(run_dir: Path, against: Path | None, html: Path) -> None:
+def optimise_png(png: Path, text: dict[str, str]) -> None:
+    """Reduce a screenshot to a 256-colour palette (a page of flat colours and text loses
+    nothing a reader sees) and record ``text`` as PNG text chunks."""
+    from PIL import Image, PngImagePlugin
+
+    info = PngImagePlugin.PngInfo()
+    for k, v in text.items():
+        info.add_text(k, v)
+    with Image.open(png) as im:
+        pal = im.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    pal.save(png, optimize=True, pnginfo=info)
+
+
+def readme_shot(run_dir: Path | None, png: Path | None) -> int:
+    """The README's screenshot: the demo's report, top screen, optimised (see ``--readme``)."""
+    run_dir = run_dir or ROOT / README_RUN
+    png = png or ROOT / README_PNG
+    if not (run_dir / "ops_status.csv").is_file():
+        print(f"no screen in {run_dir}: running scripts/demo.sh", flush=True)
+        env = dict(os.environ, OPSCREEN_DEMO_DIR=str(run_dir))
+        if subprocess.run(["bash", str(ROOT / "scripts" / "demo.sh")], cwd=ROOT, env=env).returncode != 0:
+            raise SystemExit("scripts/demo.sh failed: no screenshot")
+    png.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="opscreen-readme-shot-") as tmp:
+        html = Path(tmp) / "report.html"
+        s = _report(run_dir, None, html)
+        screenshot(html, png, ",".join(map(str, README_SIZE)))
+    from opscreen import __version__
+
+    passed = sum(1 for o in s.ops if o.status in ("passed", "passed_own_dtypes"))
+    optimise_png(png, {
+        "Software": README_COMMAND,
+        "Source": f"opscreen {__version__} report of {run_dir.name}: {len(s.ops)} ops, {passed} passed, {len(s.rows)} rows",
+    })  # fmt: skip
+    size = png.stat().st_size
+    print(f"{png} ({size / 1024:.0f} KiB, {README_SIZE[0]} x {README_SIZE[1]}) from {run_dir}")
+    if size > README_MAX_BYTES:
+        raise SystemExit(f"{png} is {size} bytes, over {README_MAX_BYTES}: the README's image stays small")
+    return 0
+
+
+def _report(run_dir: Path, against: Path | None, html: Path):
     s, _ = load_or_build(run_dir, rebuild=True)  # in memory: the run dirs are only read
     comp = None
     if against is not None:
@@ -142,6 +203,7 @@ def _report(run_dir: Path, against: Path | None, html: Path) -> None:
             raise SystemExit(chk.refusal_text())
         comp = compare_summaries(a, s, check=chk)
     write_report(s, html, comp)
+    return s
 
 
 def main() -> int:
@@ -156,7 +218,12 @@ def main() -> int:
     ap.add_argument("--screens", type=int, default=1, help="screens of the page to take, one PNG each (default 1)")
     ap.add_argument("--query", default="", help="query string the page's script reads (filters, sort), and "
                     "#op-NAME to open that op's section")
+    ap.add_argument("--readme", action="store_true", help=f"the README's screenshot: {README_PNG} from the demo's "
+                    f"report ({README_RUN}, or RUN_DIR), top screen, optimised; --png overrides the file")
     args = ap.parse_args()
+    if args.readme:
+        return readme_shot(Path(args.run_dir) if args.run_dir else None,
+                           Path(args.png) if args.png != "report.png" else None)
     tmp = Path(tempfile.mkdtemp(prefix="opscreen-report-shot-"))
     try:
         if args.run_dir:
