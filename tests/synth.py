@@ -181,6 +181,8 @@ def make_run(
                     "utilization": None, "compared_speedup": None, "error_msg": None,
                     "timer_base": timer_b, "timer": timer_l, "samples_base": nb, "samples": nl,
                     "rsd_base": rsd_b, "rsd": rsd_l,
+                    # the bootstrap interval's half width over the median (the child's ci), a fraction
+                    "ci_base": round(rsd_b / 3, 6), "ci": round(rsd_l / 3, 6),
                 })  # fmt: skip
                 pending.append({"dtype": dtype, "shape_index": si, "torch_ms": torch_ms, "lib_ms": lib_ms, "speedup": sp})
             if stopped:  # FlagGems prints a dtype's table after its last shape: nothing of this one
@@ -260,6 +262,7 @@ def make_run(
     run_ident = {"schema": "opscreen.identity/1", "kind": "run", "caliber": cal, "device_name": cal["device_name"],
                  "device_count": 8, "library": "flag_gems", "suite": {"root": "/src/FlagGems", "name": "FlagGems",
                  "commit": cal["suite_commit"], "dirty": False}, "host": "synth", "opscreen_version": "0.1.0",
-                 "devices": list(range(8)), "ops": len(names), "timeout": 1800, "retries": 1}  # fmt: skip
+                 "devices": list(range(8)), "ops": len(names), "timeout": 1800, "retries": 1,
+                 "started_at": f"2026-12-{1 + seed % 28:02d}T08:00:00Z"}  # fmt: skip
     (root / "run_identity.json").write_text(json.dumps(run_ident, indent=1) + "\n", encoding="utf-8")
     return out

@@ -277,20 +277,20 @@ def _one(a_row, b_row, **kw):
 def test_noise_aware_verdicts():
     # 4% slower but each speedup carries ~4% noise: inside 2 x sqrt(noise_a^2 + noise_b^2) -> same
     # (with --max-band above that 12% band; at the default 5% the row is unresolved)
-    wide = ({"speedup": 1.0, "torch_rsd": 0.03, "lib_rsd": 0.03}, {"speedup": 0.96, "torch_rsd": 0.03, "lib_rsd": 0.03})
+    wide = ({"speedup": 1.0, "torch_noise_pct": 3.0, "lib_noise_pct": 3.0}, {"speedup": 0.96, "torch_noise_pct": 3.0, "lib_noise_pct": 3.0})
     r = _one(*wide, max_band=0.2, table=False)
     assert r.verdict == Verdict.SAME and r.basis == "samples" and r.band == pytest.approx(2 * 0.06, rel=1e-6)
     assert _one(*wide, table=False).verdict == Verdict.UNRESOLVED  # 4 % + its 12 % band reach past the 5 % margin
     # 2% slower with 0.1% noise: a real change, although the 3% threshold would call it same
-    r = _one({"speedup": 1.0, "torch_rsd": 0.001, "lib_rsd": 0.001}, {"speedup": 0.98, "torch_rsd": 0.001, "lib_rsd": 0.001},
+    r = _one({"speedup": 1.0, "torch_noise_pct": 0.1, "lib_noise_pct": 0.1}, {"speedup": 0.98, "torch_noise_pct": 0.1, "lib_noise_pct": 0.1},
              table=False)
     assert r.verdict == Verdict.SLOWER and r.change == pytest.approx(-0.02)
     # tiny noise: the 1 % minimum practical change keeps a 0.3 % change "same", beyond its band as it is
-    r = _one({"speedup": 1.0, "torch_rsd": 0.0001, "lib_rsd": 0.0001}, {"speedup": 1.003, "torch_rsd": 0.0001, "lib_rsd": 0.0001},
+    r = _one({"speedup": 1.0, "torch_noise_pct": 0.01, "lib_noise_pct": 0.01}, {"speedup": 1.003, "torch_noise_pct": 0.01, "lib_noise_pct": 0.01},
              table=False)
     assert r.verdict == Verdict.SAME and r.band < 0.003 < 0.01
     # no noise on one side: the relative threshold decides
-    r = _one({"speedup": 1.0}, {"speedup": 0.985, "torch_rsd": 0.001, "lib_rsd": 0.001}, table=False)
+    r = _one({"speedup": 1.0}, {"speedup": 0.985, "torch_noise_pct": 0.1, "lib_noise_pct": 0.1}, table=False)
     assert r.verdict == Verdict.SAME and r.basis == "threshold"  # 1.5 % +- 3 % lies within the 5 % margin
     r = _one({"speedup": 1.0}, {"speedup": 0.96}, table=False)
     assert r.verdict == Verdict.SLOWER
@@ -299,15 +299,15 @@ def test_noise_aware_verdicts():
     r = _one({"speedup": 1.0}, {"speedup": 1.05}, table=False)
     assert r.verdict == Verdict.FASTER and r.change == pytest.approx(0.05)
     # k is a knob
-    r = _one({"speedup": 1.0, "torch_rsd": 0.01, "lib_rsd": 0.0}, {"speedup": 0.97, "torch_rsd": 0.01, "lib_rsd": 0.0}, k=1.0,
+    r = _one({"speedup": 1.0, "torch_noise_pct": 1.0, "lib_noise_pct": 0.0}, {"speedup": 0.97, "torch_noise_pct": 1.0, "lib_noise_pct": 0.0}, k=1.0,
              table=False)
     assert r.verdict == Verdict.SLOWER
     # lib_ms metric uses the library's noise only and latency ratio A/B
-    r = _one({"lib_ms": 1.0, "speedup": 1.0, "lib_rsd": 0.001}, {"lib_ms": 1.1, "speedup": 1.0, "lib_rsd": 0.001},
+    r = _one({"lib_ms": 1.0, "speedup": 1.0, "lib_noise_pct": 0.1}, {"lib_ms": 1.1, "speedup": 1.0, "lib_noise_pct": 0.1},
              metric="lib_ms", table=False)
     assert r.verdict == Verdict.SLOWER and r.change == pytest.approx(1 / 1.1 - 1)
     # the same rows with no floors table for their device: the conservative default widens the bands, and says so
-    g = {"torch_timer": "graph", "lib_timer": "graph", "torch_rsd": 0.001, "lib_rsd": 0.001, "torch_ms": 0.1}
+    g = {"torch_timer": "graph", "lib_timer": "graph", "torch_noise_pct": 0.1, "lib_noise_pct": 0.1, "torch_ms": 0.1}
     r = _one({**g, "speedup": 1.0, "lib_ms": 0.1}, {**g, "speedup": 0.98, "lib_ms": 0.1 / 0.98})
     assert r.verdict == Verdict.UNRESOLVED and r.basis == "floors-default" and r.floors == "rerun/graph/>=10us"
 
@@ -323,7 +323,7 @@ def test_aa_floor_keeps_between_process_drift_same(tmp_path):
     floors = aa_floors([_aa_report(tmp_path / "aa1.json", {"op": 0.05, "other": 0.5}),
                         _aa_report(tmp_path / "aa2.json", {"op": 0.08})])
     assert floors["op"] == pytest.approx(math.log1p(0.08))  # the largest over all reports
-    quiet = {"torch_rsd": 0.0002, "lib_rsd": 0.0002}
+    quiet = {"torch_noise_pct": 0.02, "lib_noise_pct": 0.02}
     # 6% slower with 0.02% noise per run: a regression by the samples alone ...
     r = _one({"speedup": 1.0, **quiet}, {"speedup": 0.94, **quiet}, table=False)
     assert r.verdict == Verdict.SLOWER
@@ -443,10 +443,10 @@ def test_summary_json_input_and_bad_version(runs, tmp_path, capsys):
     capsys.readouterr()
     assert main(["compare", str(a / "summary.json"), str(b / "summary.json"), "--out", str(tmp_path / "c.csv")]) == 0
     js = json.loads((b / "summary.json").read_text())
-    js["version"] = 99
+    js["schema"] = "opscreen.summary/99"
     (b / "summary.json").write_text(json.dumps(js))
     assert main(["compare", str(a), str(b)]) == 2
-    assert "version 99" in capsys.readouterr().err
+    assert "schema 99" in capsys.readouterr().err
 
 
 def test_a_summary_older_than_its_run_is_built_again(runs, capsys):

@@ -4,11 +4,13 @@ table matches the code, and the module imports only the standard library."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -64,7 +66,7 @@ def test_writers_stamp_the_current_versions(tmp_path):
     j = Journal(tmp_path / "run")
     j.complete("abs", {"op": "abs", "status": "passed"})
     j.write_identity({"kind": "run", "settings": {}})
-    assert json.loads((j.op_dir("abs") / "result.json").read_text())["schema"] == RESULT.tag() == 1
+    assert json.loads((j.op_dir("abs") / "result.json").read_text())["schema"] == RESULT.tag() == "opscreen.result/2"
     assert json.loads((j.root / "run_identity.json").read_text())["schema"] == RUN_IDENTITY.tag() == "opscreen.identity/1"
     assert j.read_identity()["kind"] == "run" and set(j.scan()) == {"abs"}
 
@@ -102,10 +104,10 @@ def test_summary_cli_on_an_op_result_with_a_newer_schema(run_dir, cli):
 def test_compare_cli_on_a_newer_summary(run_dir, cli, tmp_path):
     write_summary(build_summary(run_dir))
     js = json.loads((run_dir / "summary.json").read_text())
-    js["version"] = SUMMARY.version + 1
+    js["schema"] = SUMMARY.tag(SUMMARY.version + 1)
     (run_dir / "summary.json").write_text(json.dumps(js))
     _one_line_exit_2(cli("compare", run_dir / "summary.json", run_dir / "summary.json", "--out", tmp_path / "c.csv"),
-                     f"summary version {SUMMARY.version + 1}")
+                     f"schema {SUMMARY.version + 1}")
     assert not (tmp_path / "c.csv").exists()
 
 
@@ -123,18 +125,18 @@ def test_journal_scan_refuses_a_newer_result(tmp_path):
     j = Journal(tmp_path / "run")
     j.complete("abs", {"op": "abs", "status": "passed"})
     p = j.op_dir("abs") / "result.json"
-    p.write_text(json.dumps({**json.loads(p.read_text()), "schema": 2}))
+    p.write_text(json.dumps({**json.loads(p.read_text()), "schema": RESULT.tag(RESULT.version + 1)}))
     with pytest.raises(contracts.NewerVersion, match="result.json was written by a newer opscreen"):
         j.scan()
 
 
 def test_child_config_newer_is_a_config_error(tmp_path):
     p = tmp_path / "child_config.json"
-    p.write_text(json.dumps({"schema": 2, "timer": "graph"}))
-    with pytest.raises(child_config.ConfigError, match="newer opscreen .schema 2"):
+    p.write_text(json.dumps({"schema": CHILD_CONFIG.tag(3), "timer": "graph"}))
+    with pytest.raises(child_config.ConfigError, match="newer opscreen .schema 3"):
         child_config.load(str(p))
-    p.write_text(json.dumps({"schema": 1, "timer": "graph"}))
-    assert child_config.load(str(p))["timer"] == "graph"
+    p.write_text(json.dumps({"schema": 1, "timer": "graph"}))  # the form before the tags
+    assert child_config.load(str(p)) == {"schema": CHILD_CONFIG.tag(), "timer": "graph"}
 
 
 # -- damaged: as before ----------------------------------------------------------------
@@ -158,28 +160,84 @@ def test_damaged_files_read_as_none_and_journal_treats_them_as_incomplete(tmp_pa
 # -- older: migrated -------------------------------------------------------------------
 
 
-def test_summary_version_1_is_migrated(run_dir):
-    write_summary(build_summary(run_dir))
-    js = json.loads((run_dir / "summary.json").read_text())
-    v2_rows = {tuple(r[:1] + r[2:]) for r in js["rows"]}
-    ti, vi = js["columns"].index("test"), js["columns"].index("variant")
-    js["version"] = 1
-    js["columns"] = [c for c in js["columns"] if c != "test"]
-    js["columns"][js["columns"].index("variant")] = "test"  # version 1 called the variant "test"
-    js["rows"] = [[x for i, x in enumerate(r) if i != ti] for r in js["rows"]]
-    up = contracts.upgrade(SUMMARY, js)
-    assert up["version"] == 2 and "variant" in up["columns"] and "test" in up["columns"]
-    (run_dir / "summary.json").write_text(json.dumps(js))
-    s = load_summary(run_dir)
-    assert all(r[COLUMNS.index("test")] == "" for r in s.rows)
-    assert {tuple(r[:1] + r[2:]) for r in s.rows} == v2_rows and vi == COLUMNS.index("variant")
+OLD = ROOT / "tests" / "fixtures" / "old_outputs"
+
+
+def _old_summary() -> dict:
+    """A real summary.json version 2: written by opscreen 0c2dc82 (before the noise in percent
+    and the schema tags) for the `op` screen of bench/results/2026-12-02-h200-noise-runs.tgz."""
+    with gzip.open(OLD / "h200-op-summary-v2.json.gz", "rt", encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def test_a_real_summary_version_2_is_migrated(tmp_path):
+    old = _old_summary()
+    assert old["version"] == 2 and old["kind"] == "opscreen.summary" and "schema" not in old
+    oc = old["columns"]
+    up = contracts.upgrade(SUMMARY, json.loads(json.dumps(old)))
+    assert up["schema"] == "opscreen.summary/3" and "version" not in up and "kind" not in up
+    assert list(up)[0] == "schema"
+    uc = up["columns"]
+    assert "torch_rsd" not in uc and set(COLUMNS) == set(uc)
+    for o, u in zip(old["rows"], up["rows"]):
+        for side in ("torch", "lib"):
+            was, now = o[oc.index(f"{side}_rsd")], u[uc.index(f"{side}_noise_pct")]
+            assert (was is None and now is None) or now == pytest.approx(100 * was, abs=1e-6)
+        assert u[uc.index("torch_ci_ms")] is None and u[uc.index("lib_ci_ms")] is None  # version 2 dropped it
+        assert u[uc.index("run")] == "op" and u[uc.index("suite_commit")] == "ed2508bcb5a03000e9774734201d840ba362cd11"
+        assert u[uc.index("run_started_at")] == old["identity"]["started_at"]
+    # the commands read it as they read their own, and the old file stays as it was
+    p = tmp_path / "summary.json"
+    p.write_text(json.dumps(old))
+    s = load_summary(p)
+    assert len(s.rows) == len(old["rows"]) > 100 and s.name == "op"
+    assert json.loads(p.read_text())["version"] == 2
+    noisy = [r for r in s.rows if r[COLUMNS.index("lib_noise_pct")] is not None]
+    assert noisy and all(0 < r[COLUMNS.index("lib_noise_pct")] < 100 for r in noisy)
+
+
+def test_a_summary_version_1_is_migrated_through_2_and_3():
+    old = _old_summary()
+    cols = old["columns"]
+    ti = cols.index("test")
+    v1 = {**old, "version": 1, "columns": [("test" if c == "variant" else c) for i, c in enumerate(cols) if i != ti],
+          "rows": [[x for i, x in enumerate(r) if i != ti] for r in old["rows"]]}  # version 1 called the variant "test"
+    up = contracts.upgrade(SUMMARY, v1)
+    assert up["schema"] == SUMMARY.tag() and "variant" in up["columns"] and "test" in up["columns"]
+    uc = up["columns"]
+    want = {(r[cols.index("op")], r[cols.index("variant")], r[cols.index("dtype")], r[cols.index("shape")]) for r in old["rows"]}
+    assert {(r[uc.index("op")], r[uc.index("variant")], r[uc.index("dtype")], r[uc.index("shape")]) for r in up["rows"]} == want
+    assert all(r[uc.index("test")] == "" for r in up["rows"])
+
+
+def test_the_old_bare_numbers_are_read_as_their_version(tmp_path):
+    """Files written before the tags (``"schema": 1``): the real ones of the H200 screens."""
+    with tarfile.open(ROOT / "bench" / "results" / "2026-12-02-h200-noise-runs.tgz") as tf:
+        tf.extractall(tmp_path, filter="data")
+    op = tmp_path / "op" / "ops" / "arccos"
+    for c in (CHILD_CONFIG, RESULT):
+        raw = json.loads((op / c.filename).read_text())
+        assert raw["schema"] == 1
+        up = contracts.load(c, op / c.filename)
+        assert up["schema"] == c.tag() and {k: v for k, v in up.items() if k != "schema"} == \
+            {k: v for k, v in raw.items() if k != "schema"}
+    assert contracts.version_of(RESULT, {"schema": 1}) == 1 and contracts.version_of(RESULT, {"schema": "opscreen.result/1"}) == 1
+    assert contracts.version_of(RESULT, {"schema": "opscreen.summary/1"}) is None  # another contract's tag
+    assert contracts.version_of(SUMMARY, {"version": 2}) == 2 and contracts.version_of(SUMMARY, {"schema": "opscreen.summary/3"}) == 3
+
+
+def test_every_contract_writes_one_convention():
+    for c in CONTRACTS:
+        assert c.field == "schema" and c.prefix == f"opscreen.{c.name.replace('run_identity', 'identity')}/"
+        assert c.tag() == f"{c.prefix}{c.version}"
 
 
 def test_files_without_a_version_field_are_version_1(tmp_path):
     for c in (CHILD_CONFIG, RESULT, RUN_IDENTITY):
         p = tmp_path / c.filename
         p.write_text(json.dumps({"op": "abs"}))
-        assert contracts.read(c, p) == {"op": "abs"}
+        # version 1, migrated to the current one where that is newer
+        assert contracts.read(c, p) == ({"op": "abs"} if c.version == 1 else {"op": "abs", "schema": c.tag()})
 
 
 def test_migrations_run_in_order(tmp_path):

@@ -146,7 +146,7 @@ def test_merge_record_logs_aligns_cases_some_processes_lack():
 def summary_of(speedup, spread):
     d = dict.fromkeys(COLUMNS)
     d.update(op="abs", test="", dtype="float16", shape="[[64,64]]", status="ok", speedup=speedup,
-             torch_rsd=0.0005, lib_rsd=0.0005, speedup_spread=spread, repeats=3 if spread is not None else None)
+             torch_noise_pct=0.05, lib_noise_pct=0.05, speedup_spread=spread, repeats=3 if spread is not None else None)
     return Summary(kind="op", name="x", identity={}, caliber={"timer": "graph"}, ops=[], rows=[[d[c] for c in COLUMNS]])
 
 

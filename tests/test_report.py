@@ -235,7 +235,7 @@ def test_the_cases_table_has_every_case(run_dir):
         assert tr.attrs["data-op"] == r[COL["op"]] and tr.attrs["data-dtype"] == r[COL["dtype"]]
         if r[COL["speedup"]] is not None:
             assert float(c["speedup"].text()) == pytest.approx(r[COL["speedup"]], abs=6e-4)
-        noise = math.hypot(r[COL["torch_rsd"]], r[COL["lib_rsd"]]) * 100
+        noise = math.hypot(r[COL["torch_noise_pct"]], r[COL["lib_noise_pct"]])
         assert float(c["noise %"].text()) == pytest.approx(noise, abs=6e-3)  # one name, in percent
         assert c["op"].one("a").attrs["href"] == f"#op-{r[COL['op']]}"
     # one section per op, and every op link lands on one
@@ -372,7 +372,7 @@ def test_unresolved_rows_come_with_what_to_do(tmp_path):
     for s in (sa, sb):  # op0003's rows scatter: their samples band is far wider than the margin
         for r in s.rows:
             if r[COL["op"]] == "op0003":
-                r[COL["torch_rsd"]] = r[COL["lib_rsd"]] = 0.06
+                r[COL["torch_noise_pct"]] = r[COL["lib_noise_pct"]] = 6.0
     c = compare_summaries(sa, sb, table=False)
     un = c.unresolved()
     assert un and {r.op for r in un} == {"op0003"}

@@ -51,13 +51,18 @@ def test_summary_of_a_run(run_dir, capsys):
             assert r["backend"] == "cuda" and r["device_name"] == "NVIDIA H200"
             assert r["truncated"] == ("true" if o.status in ("timeout", "device_fatal", "crashed") else "false")
             assert r["source"] == "record.log" and r["lib_timer"].startswith("graph")
-            assert float(r["lib_rsd"]) < 0.01 and int(r["lib_samples"]) >= 10
+            assert float(r["lib_noise_pct"]) < 1 and int(r["lib_samples"]) >= 10  # percent: the record's rsd x 100
+            # the median's interval: the record's ci (relative) times the latency, in ms
+            assert float(r["lib_ci_ms"]) == pytest.approx(float(r["lib_noise_pct"]) / 300 * want["lib_ms"], rel=1e-2)
+            ident = json.loads((d / "run_identity.json").read_text())
+            assert (r["run"], r["run_started_at"], r["suite_commit"]) == (
+                d.name, ident["started_at"], ident["caliber"]["suite_commit"]) and r["suite_commit"] and r["run_started_at"]
     # text output: counts by status, per-dtype and overall geometric means
     assert "ops:  10  crashed 1, device_fatal 1, failed 1, passed 6, timeout 1" in out
     for dt in ("float16", "float32", "bfloat16", "overall"):
         assert f"  {dt}" in out
     js = json.loads((d / "summary.json").read_text())
-    assert js["version"] == SUMMARY_VERSION and js["kind"] == "opscreen.summary"
+    assert js["schema"] == f"opscreen.summary/{SUMMARY_VERSION}" and "version" not in js and "kind" not in js
     assert js["counts"]["ops"] == {"crashed": 1, "device_fatal": 1, "failed": 1, "passed": 6, "timeout": 1}
     assert js["counts"]["rows"] == {"ok": len(rows)}
     assert js["caliber"]["timer"] == "graph" and js["caliber"]["use_flagtune"] == "0"
@@ -79,8 +84,14 @@ def test_idempotent_and_atomic(run_dir):
     shutil.copytree(d, other)
     (other / "summary.csv").unlink()
     write_summary(build_summary(other))
-    assert (other / "summary.csv").read_bytes() == first[0]
-    assert json.loads((other / "summary.json").read_text())["rows"] == json.loads(first[1])["rows"]
+    # the same bytes but for the run column, which names the copy's folder: the run's name
+    head, _, body = first[0].partition(b"\n")
+    want = head + b"\n" + body.replace(b"," + d.name.encode() + b",", b",elsewhere,")
+    assert (other / "summary.csv").read_bytes() == want and want != first[0]
+    ri = COLUMNS.index("run")
+    moved = json.loads((other / "summary.json").read_text())["rows"]
+    assert {r[ri] for r in moved} == {"elsewhere"}
+    assert [r[:ri] + r[ri + 1:] for r in moved] == [r[:ri] + r[ri + 1:] for r in json.loads(first[1])["rows"]]
     assert not [p for p in d.iterdir() if p.name.endswith(".tmp")]
 
 
@@ -120,7 +131,7 @@ def test_record_preferred_run_log_fills_and_falls_back(tmp_path):
     rows = list(s.row_dicts())
     abs0 = next(r for r in rows if r["op"] == "abs")
     assert abs0["torch_ms"] == 1.0043200254440308 and abs0["speedup"] == 0.9437395021076018  # record.log
-    assert (abs0["lib_timer"], abs0["lib_samples"], abs0["lib_rsd"]) == ("graph", 20, 0.007)  # run.log
+    assert (abs0["lib_timer"], abs0["lib_samples"], abs0["lib_noise_pct"]) == ("graph", 20, 0.7)  # run.log's 0.70 %
     add = [r for r in rows if r["op"] == "add"]
     assert len(add) == 20 and add[1]["torch_ms"] == 0.001111 and add[1]["source"] == "run.log"
     mm = [r for r in rows if r["op"] == "mm"]
@@ -158,9 +169,9 @@ def test_loader_rejects_unknown_versions(run_dir):
     s = load_summary(d)
     assert len(s.rows) > 0 and s.caliber["timer"] == "graph"
     js = json.loads((d / "summary.json").read_text())
-    js["version"] = 99
+    js["schema"] = "opscreen.summary/99"
     (d / "summary.json").write_text(json.dumps(js))
-    with pytest.raises(UsageError, match="version 99"):
+    with pytest.raises(UsageError, match="schema 99"):
         load_summary(d)
 
 
@@ -169,7 +180,7 @@ def test_cli_subprocess(run_dir, cli):
     p = cli("summary", d, "--json")
     assert p.returncode == 0, p.stderr
     head = json.loads(p.stdout)
-    assert head["version"] == SUMMARY_VERSION and "rows" not in head
+    assert head["schema"] == f"opscreen.summary/{SUMMARY_VERSION}" and "rows" not in head
 
 
 # -- the test column: the test function that measured each row ---------------------------
@@ -228,9 +239,19 @@ def test_version_1_summary_still_loads_and_joins(run_dir, tmp_path, capsys):
     assert {r["test"] for r in s.row_dicts() if r["op"] == "op0000"} == {"test_op0000"}
     write_summary(s)
     js = json.loads((d / "summary.json").read_text())
-    # as version 1 wrote it: no variant column, the variant in test, no test names
+    # as version 1 wrote it: no variant column, the variant in test, no test names, noise as
+    # fractions (rsd), no interval, no run columns, the version in "version"
+    keep = [c for c in js["columns"] if c not in ("torch_ci_ms", "lib_ci_ms", "run", "run_started_at", "suite_commit")]
+    js["rows"] = [[dict(zip(js["columns"], r))[c] for c in keep] for r in js["rows"]]
+    js["columns"] = keep
+    for side in ("torch", "lib"):
+        i = keep.index(f"{side}_noise_pct")
+        keep[i] = f"{side}_rsd"
+        for r in js["rows"]:
+            r[i] = None if r[i] is None else r[i] / 100
     iv, it = js["columns"].index("variant"), js["columns"].index("test")
-    js["version"], js["columns"] = 1, [c for c in js["columns"] if c != "variant"]
+    js = {"version": 1, "kind": "opscreen.summary", **{k: v for k, v in js.items() if k != "schema"}}
+    js["columns"] = [c for c in js["columns"] if c != "variant"]
     js["rows"] = [[x for i, x in enumerate(r[:it] + [r[iv]] + r[it + 1:]) if i != iv] for r in js["rows"]]
     old = tmp_path / "old"
     old.mkdir()

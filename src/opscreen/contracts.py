@@ -1,15 +1,20 @@
 """The files opscreen writes for others to read, each with its version: one place
 that writes them and reads them back (docs/contracts.md lists them).
 
-===================  =====================  =========  =====================================
+===================  =====================  =========  ==========================================
 contract             file                   field      version (as written)
-===================  =====================  =========  =====================================
-child_config         child_config.json      schema     1
-result               result.json            schema     1
+===================  =====================  =========  ==========================================
+child_config         child_config.json      schema     "opscreen.child_config/2"
+result               result.json            schema     "opscreen.result/2"
 run_identity         run_identity.json      schema     "opscreen.identity/1" (kinds op, run)
-summary              summary.json           version    2
+summary              summary.json           schema     "opscreen.summary/3"
 floors               floors.json            schema     "opscreen.floors/1" (opscreen calibrate)
-===================  =====================  =========  =====================================
+===================  =====================  =========  ==========================================
+
+One convention: the key ``schema`` holds ``"opscreen.<name>/<N>"``, the contract's name
+and its version. Files written before it held a bare number (``"schema": 1`` in
+child_config.json and result.json, ``"version": 2`` in summary.json, the contract's
+``legacy_fields``); they are still read, as that version.
 
 Reading a file checks its version:
 
@@ -17,15 +22,17 @@ Reading a file checks its version:
   by a newer opscreen (schema N); upgrade opscreen"); the command line prints it
   and exits 2;
 - older: migrated in memory, one ``update_to_N`` step after another (the file on
-  disk is left as it is);
+  disk is left as it is); the result holds the current tag under ``schema``;
 - missing field: the contract's first version (every file written so far has it,
   but hand-made files and old test data may not);
 - damaged (unreadable, not JSON, not an object, a version that is no version):
   :class:`Damaged`, or None from :func:`read` -- each caller keeps what it did
   with a damaged file before.
 
-This module imports only the standard library and :mod:`opscreen.fsio` (itself
-standard library only): the child process imports it.
+The JSON Schema (draft 2020-12) of each contract's current version ships beside it
+(``opscreen/assets/data/schemas/<name>.schema.json``; the tests validate real outputs
+against them). This module imports only the standard library and :mod:`opscreen.fsio`
+(itself standard library only): the child process imports it.
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ from .fsio import atomic_write_json
 __all__ = [
     "Contract", "ContractError", "NewerVersion", "Damaged",
     "CHILD_CONFIG", "RESULT", "RUN_IDENTITY", "SUMMARY", "FLOORS", "CONTRACTS",
-    "version_of", "upgrade", "stamp", "load", "read", "write",
+    "version_of", "upgrade", "stamp", "load", "read", "write", "noise_pct",
 ]
 
 
@@ -67,6 +74,8 @@ class Contract:
     prefix: str = ""  # "opscreen.identity/": the version is written as prefix + number
     label: str = "schema"  # how a message names the version
     migrations: dict[int, Callable[[dict], dict]] = field(default_factory=dict, compare=False)  # N -> update_to_N
+    # keys that held the version before ``field`` did ("version": summary 1 and 2); read, never written
+    legacy_fields: tuple[str, ...] = ()
 
     def tag(self, version: int | None = None) -> int | str:
         """The version as written in the file."""
@@ -76,6 +85,10 @@ class Contract:
     def versions(self) -> list[int]:
         """Every version this opscreen reads (1 to :attr:`version`)."""
         return list(range(1, self.version + 1))
+
+    def schema_file(self) -> str:
+        """The JSON Schema of the current version, relative to ``opscreen/assets/data/schemas/``."""
+        return f"{self.name}.schema.json"
 
 
 # -- migrations: update_to_N turns version N-1 into version N, in memory -------------
@@ -102,23 +115,84 @@ def summary_update_to_2(obj: dict) -> dict:
     return {**obj, "version": 2}
 
 
-CHILD_CONFIG = Contract("child_config", "child_config.json", "schema", 1)
-RESULT = Contract("result", "result.json", "schema", 1)
+def retag_update_to_2(obj: dict) -> dict:
+    """child_config and result 1 -> 2: only the version's form changed (``"schema": 1`` became
+    ``"schema": "opscreen.<name>/2"``, the convention of every contract); the fields are the same."""
+    return dict(obj)
+
+
+#: summary 3 renamed these columns and gave them in percent (version 2: fractions)
+_NOISE_RENAMED = {"torch_rsd": "torch_noise_pct", "lib_rsd": "lib_noise_pct"}
+#: columns summary 3 added: the median's interval of each side, then the run the row is of
+_ADDED_3 = ("torch_ci_ms", "lib_ci_ms", "run", "run_started_at", "suite_commit")
+
+
+def summary_update_to_3(obj: dict) -> dict:
+    """summary 2 -> 3: the version moves from ``"version": 2`` to ``"schema":
+    "opscreen.summary/3"`` (``kind`` goes: the tag names the contract); the noise columns
+    ``torch_rsd``/``lib_rsd`` (fractions) become ``torch_noise_pct``/``lib_noise_pct``
+    (percent); the median's interval (``torch_ci_ms``, ``lib_ci_ms``) was not kept, so it
+    is empty; every row gets its run (``run``: the summary's name, ``run_started_at``:
+    its identity's ``started_at``, ``suite_commit``: its caliber's)."""
+    obj = {k: v for k, v in obj.items() if k not in ("version", "kind")}
+    cols = obj.get("columns")
+    if isinstance(cols, list):
+        cols = [_NOISE_RENAMED.get(c, c) for c in cols]
+        rows = [list(r) for r in obj.get("rows") or []]
+        for c in _NOISE_RENAMED.values():
+            if c in cols:
+                i = cols.index(c)
+                for r in rows:
+                    if i < len(r) and isinstance(r[i], (int, float)) and not isinstance(r[i], bool):
+                        r[i] = noise_pct(r[i])
+        ident = obj.get("identity") if isinstance(obj.get("identity"), dict) else {}
+        cal = obj.get("caliber") if isinstance(obj.get("caliber"), dict) else ident.get("caliber") or {}
+        fill = {"run": obj.get("name"), "run_started_at": ident.get("started_at"),
+                "suite_commit": cal.get("suite_commit") if isinstance(cal, dict) else None}
+        for c in _ADDED_3:
+            if c not in cols:
+                cols.append(c)
+                rows = [r + [fill.get(c)] for r in rows]
+        obj = {**obj, "columns": cols, "rows": rows}
+    return {"schema": "opscreen.summary/3", **obj}
+
+
+def noise_pct(fraction: float | None) -> float | None:
+    """A relative standard deviation (a fraction, as the timers record it) as the noise
+    every file for analysts gives: percent, rounded to 1e-6 (what the fraction's float
+    holds beyond that is the conversion's own error)."""
+    return None if fraction is None else round(100.0 * fraction, 6)
+
+
+CHILD_CONFIG = Contract("child_config", "child_config.json", "schema", 2, prefix="opscreen.child_config/",
+                        migrations={2: retag_update_to_2})
+RESULT = Contract("result", "result.json", "schema", 2, prefix="opscreen.result/",
+                  migrations={2: retag_update_to_2})
 RUN_IDENTITY = Contract("run_identity", "run_identity.json", "schema", 1, prefix="opscreen.identity/")
-SUMMARY = Contract("summary", "summary.json", "version", 2, label="summary version",
-                   migrations={2: summary_update_to_2})
+SUMMARY = Contract("summary", "summary.json", "schema", 3, prefix="opscreen.summary/",
+                   migrations={2: summary_update_to_2, 3: summary_update_to_3}, legacy_fields=("version",))
 FLOORS = Contract("floors", "floors.json", "schema", 1, prefix="opscreen.floors/")
 CONTRACTS = (CHILD_CONFIG, RESULT, RUN_IDENTITY, SUMMARY, FLOORS)
 
 
+def _field_of(contract: Contract, obj: dict) -> str | None:
+    """The key of ``obj`` that holds its version: the contract's field, else a legacy one."""
+    for f in (contract.field, *contract.legacy_fields):
+        if f in obj:
+            return f
+    return None
+
+
 def version_of(contract: Contract, obj: dict) -> int | None:
     """The version ``obj`` says (the first version when it says none); None when the
-    field holds something that is no version of this contract."""
-    if contract.field not in obj:
+    field holds something that is no version of this contract. A bare number is the
+    form before the ``"opscreen.<name>/<N>"`` tags (``"schema": 1``, ``"version": 2``)."""
+    f = _field_of(contract, obj)
+    if f is None:
         return 1
-    raw = obj[contract.field]
-    if contract.prefix:
-        if not isinstance(raw, str) or not raw.startswith(contract.prefix):
+    raw = obj[f]
+    if contract.prefix and isinstance(raw, str):
+        if not raw.startswith(contract.prefix):
             return None
         raw = raw[len(contract.prefix):]
         if not raw.isdigit():
@@ -137,7 +211,7 @@ def upgrade(contract: Contract, obj: Any, where: Any = None) -> dict:
         raise Damaged(f"{where} is not a JSON object")
     v = version_of(contract, obj)
     if v is None:
-        raise Damaged(f"{where} has {contract.label} {obj.get(contract.field)!r}, "
+        raise Damaged(f"{where} has {contract.label} {obj.get(_field_of(contract, obj) or contract.field)!r}, "
                       f"this opscreen reads {contract.label} 1 to {contract.version}")
     if v > contract.version:
         raise NewerVersion(f"{where} was written by a newer opscreen ({contract.label} {v}, this one reads up to "
@@ -147,12 +221,16 @@ def upgrade(contract: Contract, obj: Any, where: Any = None) -> dict:
         step = contract.migrations.get(v)
         obj = step(obj) if step is not None else dict(obj)
         obj[contract.field] = contract.tag(v)
+    f = _field_of(contract, obj)
+    if f is not None and (f != contract.field or obj[f] != contract.tag()):
+        obj = stamp(contract, obj)  # the current version in the current form (a bare number read as it)
     return obj
 
 
 def stamp(contract: Contract, obj: dict) -> dict:
-    """``obj`` with the current version first (replacing any it had)."""
-    return {contract.field: contract.tag(), **{k: v for k, v in obj.items() if k != contract.field}}
+    """``obj`` with the current version first (replacing any it had, in any form)."""
+    drop = (contract.field, *contract.legacy_fields)
+    return {contract.field: contract.tag(), **{k: v for k, v in obj.items() if k not in drop}}
 
 
 def load(contract: Contract, path: os.PathLike | str) -> dict:

@@ -27,7 +27,7 @@ default metric ``speedup`` a positive change means B is faster relative to torch
 docs/results.md has the rule with a row checked by hand):
 
 - each judged quantity has a *band*, the widest of: ``samples`` (``k`` x the two runs'
-  combined sample rsd, :data:`DEFAULT_K`; ``threshold`` for rows without noise), the
+  combined noise of the samples, :data:`DEFAULT_K`; ``threshold`` for rows without noise), the
   row's cell of the device's floors table (``floors``, or ``floors-default`` from the
   conservative table; :mod:`opscreen.results.noise`), the test over processes of
   ``--repeats`` (``repeats``: Welch's t on each run's per-process range) and an A/A
@@ -63,7 +63,7 @@ from ..fsio import atomic_write_text
 from . import noise as _noise
 from ._io import csv_text
 from ..tables import table, to_text
-from .summary import COL, DEFAULT_MAX_BAND, NOISE_K, Summary
+from .summary import COL, DEFAULT_MAX_BAND, NOISE_K, Summary, noise as _side_noise
 
 __all__ = [
     "MUST_MATCH",
@@ -420,12 +420,15 @@ class Comparison:
         return atomic_write_text(path, self.to_csv_text())
 
 
-def _noise_of(t_rsd: Any, l_rsd: Any, metric: str) -> float | None:
+def _noise_of(r: list, metric: str) -> float | None:
+    """A summary row's noise for ``metric`` (a fraction): the library's for lib_ms, else
+    sqrt(torch^2 + lib^2) of its sides' (compare.csv's ``a_noise_pct``, in percent)."""
+    t, l = _side_noise(r, "torch"), _side_noise(r, "lib")
     if metric == "lib_ms":
-        return float(l_rsd) if l_rsd is not None else None
-    if t_rsd is None or l_rsd is None:
+        return l
+    if t is None or l is None:
         return None
-    return math.sqrt(float(t_rsd) ** 2 + float(l_rsd) ** 2)
+    return math.sqrt(t ** 2 + l ** 2)
 
 
 def _timer(r: list) -> str | None:
@@ -472,7 +475,6 @@ def _repeats(r: list) -> int:
 
 
 _SPREAD_COL = {"speedup": "speedup_spread", "lib": "lib_spread", "torch": "torch_spread"}
-_RSD_COL = {"lib": "lib_rsd", "torch": "torch_rsd"}
 
 
 def _process_test_band(ra: list, rb: list, q: str, alpha: float) -> float | None:
@@ -514,12 +516,11 @@ def _floors_cell(cr: CompareRow, ra: list, rb: list, table, history: str):
 
 
 def _samples_noise(ra: list, rb: list, q: str, metric: str) -> float | None:
-    """The combined noise of quantity ``q`` from both runs' samples (rsd), None if a run has none."""
+    """The combined noise of quantity ``q`` from both runs' samples (their noise), None if a run has none."""
     if q == "speedup":
-        na = _noise_of(ra[COL["torch_rsd"]], ra[COL["lib_rsd"]], metric)
-        nb = _noise_of(rb[COL["torch_rsd"]], rb[COL["lib_rsd"]], metric)
+        na, nb = _noise_of(ra, metric), _noise_of(rb, metric)
     else:
-        na, nb = ra[COL[_RSD_COL[q]]], rb[COL[_RSD_COL[q]]]
+        na, nb = _side_noise(ra, q), _side_noise(rb, q)
     if na is None or nb is None:
         return None
     return math.sqrt(float(na) ** 2 + float(nb) ** 2)
@@ -667,7 +668,6 @@ def compare_summaries(
         table = table or None
     iop, itest, ivar, idt, ish, ist = COL["op"], COL["test"], COL["variant"], COL["dtype"], COL["shape"], COL["status"]
     isp, ilib, itor = COL["speedup"], COL["lib_ms"], COL["torch_ms"]
-    itr, ilr = COL["torch_rsd"], COL["lib_rsd"]
     a_rows = {(r[iop], r[ivar] or "", r[idt], r[ish]): r for r in a.rows}
     b_status = {o.op: o.status for o in b.ops}
     picks = op_picks(a, b)
@@ -686,12 +686,12 @@ def compare_summaries(
         test = rb[itest] or (ra[itest] if ra is not None else "") or ""
         cr = CompareRow(key[0], test, *key[1:], verdict=Verdict.NEW)
         cr.b_speedup, cr.b_lib_ms, cr.b_torch_ms, cr.b_status = rb[isp], rb[ilib], rb[itor], rb[ist]
-        cr.b_noise = _noise_of(rb[itr], rb[ilr], metric)
+        cr.b_noise = _noise_of(rb, metric)
         cr.b_timer = _timer(rb)
         if ra is not None:
             seen.add(key)
             cr.a_speedup, cr.a_lib_ms, cr.a_torch_ms, cr.a_status = ra[isp], ra[ilib], ra[itor], ra[ist]
-            cr.a_noise = _noise_of(ra[itr], ra[ilr], metric)
+            cr.a_noise = _noise_of(ra, metric)
             cr.a_timer = _timer(ra)
             _join_measured(cr, ra, rb, vi, metric, ctx)
         out.append(cr)
@@ -701,7 +701,7 @@ def compare_summaries(
             continue
         cr = CompareRow(key[0], ra[itest] or "", *key[1:], verdict=Verdict.GONE)
         cr.a_speedup, cr.a_lib_ms, cr.a_torch_ms, cr.a_status = ra[isp], ra[ilib], ra[itor], ra[ist]
-        cr.a_noise = _noise_of(ra[itr], ra[ilr], metric)
+        cr.a_noise = _noise_of(ra, metric)
         cr.a_timer = _timer(ra)
         st = b_status.get(ra[iop])
         if ra[ist] == "ok" and st is not None and st not in ("passed",):

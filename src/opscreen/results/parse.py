@@ -104,6 +104,10 @@ class CaseRow:
     lib_samples: int | None = None
     torch_rsd: float | None = None
     lib_rsd: float | None = None
+    # the half width of the latency's bootstrap 95 % interval over the latency (record.log's
+    # ``ci_base``/``ci``, a fraction; run.log does not print it)
+    torch_ci: float | None = None
+    lib_ci: float | None = None
     repeats: int | None = None  # processes merged into this row (--repeats)
     torch_spread: float | None = None  # max/min - 1 between those processes
     lib_spread: float | None = None
@@ -648,6 +652,8 @@ def _row_from_record(entry: dict, r: dict, occ: _Occurrences, source: str) -> Ca
         lib_samples=_int(r.get("samples")),
         torch_rsd=_finite(r.get("rsd_base")),
         lib_rsd=_finite(r.get("rsd")),
+        torch_ci=_finite(r.get("ci_base")),
+        lib_ci=_finite(r.get("ci")),
         repeats=_int(r.get("repeats")),
         torch_spread=_finite(r.get("spread_base")),
         lib_spread=_finite(r.get("spread")),

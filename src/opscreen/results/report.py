@@ -35,7 +35,7 @@ from .. import __version__
 from ..fsio import atomic_write_text
 from . import compare as _compare
 from .compare import CompareRow, Comparison, Verdict, _moved_list, _show
-from .summary import COL, Summary, mixed_rows, row_band
+from .summary import COL, Summary, mixed_rows, noise, row_band
 
 __all__ = ["render_report", "write_report", "speedup_plot_svg", "change_plot_svg", "PASSED", "NOT_MEASURED"]
 
@@ -256,10 +256,10 @@ def row_state(p: _Page, r: list, own_band: bool = True) -> tuple[str, str, str, 
 
 
 def _noise_cell(r: list, unresolved: bool) -> Cell:
-    """The row's noise in percent: sqrt(torch² + library²) of its samples' relative
-    standard deviations (compare's per-side noise), the sides and the --repeats spread
-    in the tooltip."""
-    t, l = r[COL["torch_rsd"]], r[COL["lib_rsd"]]
+    """The row's noise in percent: sqrt(torch² + library²) of its sides' noise
+    (``torch_noise_pct``, ``lib_noise_pct``: compare's per-side noise), the sides and the
+    --repeats spread in the tooltip."""
+    t, l = noise(r, "torch"), noise(r, "lib")
     both = math.sqrt(t**2 + l**2) if t is not None and l is not None else None
     tip = "" if t is None and l is None else f"torch {_pct(t)} %, library {_pct(l)} %"
     reps, spread = r[COL["repeats"]], r[COL["speedup_spread"]]

@@ -59,23 +59,31 @@ __all__ = [
 
 # 2: ``test`` holds the test function, ``variant`` what version 1 held in ``test``
 # (the migration from 1: opscreen.contracts.summary_update_to_2)
+# 3: ``"schema": "opscreen.summary/3"`` (no ``version``, no ``kind``); noise in percent
+# (``*_noise_pct``, was ``*_rsd``), the median's interval (``*_ci_ms``), the run on each
+# row (``run``, ``run_started_at``, ``suite_commit``): opscreen.contracts.summary_update_to_3
 SUMMARY_VERSION = contracts.SUMMARY.version
-SUMMARY_KIND = "opscreen.summary"
+SUMMARY_KIND = "opscreen.summary"  # what version 1 and 2 said in ``kind``; 3 says it in ``schema``
 
 COLUMNS = [
     "op", "test", "variant", "dtype", "shape", "status",
     "torch_ms", "lib_ms", "speedup", "tflops", "torch_gbps", "lib_gbps",
-    "torch_timer", "lib_timer", "torch_samples", "lib_samples", "torch_rsd", "lib_rsd",
+    "torch_timer", "lib_timer", "torch_samples", "lib_samples", "torch_noise_pct", "lib_noise_pct",
+    "torch_ci_ms", "lib_ci_ms",
     "op_status", "backend", "device", "device_name", "truncated", "source",
     "repeats", "torch_spread", "lib_spread", "speedup_spread",
     "torch_host_ms", "lib_host_ms", "torch_fallback", "lib_fallback",
+    "run", "run_started_at", "suite_commit",
 ]  # fmt: skip
+#: the columns that say which run a row is of: the same on every row of a summary, so that
+#: the summary.csv files of many runs concatenate into one table without a join
+RUN_COLUMNS = ("run", "run_started_at", "suite_commit")
 COL = {name: i for i, name in enumerate(COLUMNS)}
 # A row whose processes (--repeats) disagree by more than this cannot be reproduced to
 # within 3 % by another run of as many processes (bench/results/2026-11-29-h200x2-processes.md).
 UNSTABLE_SPREAD = 0.03
 SPREAD_WORST = 5
-# A row's band is NOISE_K x its recorded noise (sqrt(torch_rsd^2 + lib_rsd^2)), at least its
+# A row's band is NOISE_K x its recorded noise (sqrt(torch^2 + lib^2) of its sides' noise), at least its
 # spread between processes (--repeats); wider than DEFAULT_MAX_BAND, a change inside it
 # cannot be told from noise: the row is "unresolved" (docs/results.md, "Unresolved rows").
 NOISE_K = 2.0
@@ -215,8 +223,7 @@ class Summary:
 
     def to_json_text(self) -> str:
         head = {
-            contracts.SUMMARY.field: self.version,
-            "kind": SUMMARY_KIND,
+            contracts.SUMMARY.field: contracts.SUMMARY.tag(self.version),
             "summary_of": self.kind,
             "name": self.name,
             "identity": self.identity,
@@ -243,12 +250,19 @@ class Summary:
             yield dict(zip(COLUMNS, r))
 
 
+def noise(r: list, side: str) -> float | None:
+    """A summary row's noise of one side (``torch`` or ``lib``) as a fraction: its
+    ``<side>_noise_pct`` / 100 (the bands are computed in fractions of ln)."""
+    v = r[COL[f"{side}_noise_pct"]]
+    return None if v is None else float(v) / 100.0
+
+
 def row_band(r: list, k: float = NOISE_K) -> float | None:
-    """One summary row's own band (|ln ratio|): ``k * sqrt(torch_rsd^2 + lib_rsd^2)`` from
-    the noise both sides recorded, at least ``ln(1 + speedup_spread)`` (--repeats); None
+    """One summary row's own band (|ln ratio|): ``k * sqrt(torch^2 + lib^2)`` of the noise
+    both sides recorded (fractions), at least ``ln(1 + speedup_spread)`` (--repeats); None
     where the row recorded neither."""
-    t, l, sp = r[COL["torch_rsd"]], r[COL["lib_rsd"]], r[COL["speedup_spread"]]
-    band = k * math.sqrt(float(t) ** 2 + float(l) ** 2) if t is not None and l is not None else None
+    t, l, sp = noise(r, "torch"), noise(r, "lib"), r[COL["speedup_spread"]]
+    band = k * math.sqrt(t ** 2 + l ** 2) if t is not None and l is not None else None
     if sp is not None and sp >= 0:
         band = max(band or 0.0, math.log1p(sp))
     return band
@@ -509,16 +523,26 @@ def _summarize_op(
         out.append([
             op, test_name(r.test_case), variant, r.dtype, r.shape, st,
             _clean(r.torch_ms), _clean(r.lib_ms), _clean(speedup), _clean(r.tflops), _clean(r.torch_gbps), _clean(r.lib_gbps),
-            r.torch_timer, r.lib_timer, r.torch_samples, r.lib_samples, _clean(r.torch_rsd), _clean(r.lib_rsd),
+            r.torch_timer, r.lib_timer, r.torch_samples, r.lib_samples,
+            contracts.noise_pct(_clean(r.torch_rsd)), contracts.noise_pct(_clean(r.lib_rsd)),
+            _ci_ms(r.torch_ci, r.torch_ms), _ci_ms(r.lib_ci, r.lib_ms),
             status, backend, device, device_name, truncated, r.source,
             r.repeats, _clean(r.torch_spread), _clean(r.lib_spread), _clean(r.speedup_spread),
             _clean(r.torch_host_ms), _clean(r.lib_host_ms), r.torch_fallback, r.lib_fallback,
+            None, None, None,  # the run's columns: build_summary fills them in
         ])  # fmt: skip
     info.fallbacks = op_fallbacks(out)
     info.rows = len(out)
     info.ok_rows = ok
     info.geomean = _exp_mean(logs)
     return info, out
+
+
+def _ci_ms(ci: float | None, ms: float | None) -> float | None:
+    """The half width of a side's 95 % interval in ms: the record's ``ci`` (relative to the
+    latency) times the latency; None where either is unknown."""
+    ci, ms = _clean(ci), _clean(ms)
+    return None if ci is None or ms is None else ci * ms
 
 
 def _read_obj(contract, op_dir: Path | None, name: str) -> dict:
@@ -730,7 +754,21 @@ def build_summary(path: str | Path) -> Summary:
                 caliber["device_name"] = o.device_name
                 break
     name = root.resolve().name
+    run_cells = run_columns(name, identity, caliber)
+    at = COL[RUN_COLUMNS[0]]
+    for r in rows:
+        r[at:at + len(RUN_COLUMNS)] = run_cells
     return Summary(kind=kind, name=name, identity=identity, caliber=caliber, ops=ops, rows=rows, path=root)
+
+
+def run_columns(name: str, identity: dict, caliber: dict) -> list:
+    """The cells of :data:`RUN_COLUMNS`: the run's (or op dir's) name, when it started
+    (its identity's ``started_at``, ISO 8601 UTC) and the suite's commit (the caliber's;
+    empty where the suite was no git checkout of its own)."""
+    commit = caliber.get("suite_commit") if caliber else None
+    if commit is None:
+        commit = (identity.get("suite") or {}).get("commit") if isinstance(identity.get("suite"), dict) else None
+    return [name, _s(identity.get("started_at")), _s(commit)]
 
 
 def write_summary(summary: Summary, out_dir: str | Path | None = None) -> tuple[Path, Path]:
@@ -755,12 +793,12 @@ def load_summary(path: str | Path) -> Summary:
         raise UsageError(f"{p} is missing: run 'opscreen summary {p.parent}' first") from None
     except ValueError as exc:
         raise UsageError(f"{p} is not valid JSON ({exc}): re-run 'opscreen summary {p.parent}'") from None
-    if not isinstance(obj, dict) or obj.get("kind") != SUMMARY_KIND:
+    if not _is_summary(obj):
         raise UsageError(f"{p} is not an opscreen summary")
-    if "version" not in obj:
-        obj = {**obj, "version": None}  # a summary always says its version
-    try:
-        obj = contracts.upgrade(contracts.SUMMARY, obj, p)  # version 1 -> 2: contracts.summary_update_to_2
+    if contracts.SUMMARY.field not in obj and "version" not in obj:
+        obj = {**obj, "version": None}  # a summary always says its version: no version is a damaged one
+    try:  # version 1 -> 2 -> 3: contracts.summary_update_to_2, summary_update_to_3
+        obj = contracts.upgrade(contracts.SUMMARY, obj, p)
     except contracts.NewerVersion as exc:
         raise UsageError(str(exc)) from None
     except contracts.Damaged as exc:
@@ -781,6 +819,17 @@ def load_summary(path: str | Path) -> Summary:
         rows=rows,
         path=p.parent,
     )
+
+
+def _is_summary(obj: Any) -> bool:
+    """A summary.json says so: ``"schema": "opscreen.summary/N"`` (3 on), or ``kind``
+    ``opscreen.summary`` beside a ``version`` (1 and 2: a summary always said its version)."""
+    if not isinstance(obj, dict):
+        return False
+    tag = obj.get(contracts.SUMMARY.field)
+    if isinstance(tag, str) and tag.startswith(contracts.SUMMARY.prefix):
+        return True
+    return obj.get("kind") == SUMMARY_KIND and contracts.SUMMARY.field not in obj
 
 
 def caliber_of(identity: dict, caliber: dict | None = None) -> dict:
