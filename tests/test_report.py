@@ -582,3 +582,64 @@ def test_figures_read_plainly():
 
     assert [_chg(x) for x in (-0.00001, -0.0006, 0.25, None)] == ["+0.0%", "-0.1%", "+25.0%", "–"]
     assert [_ms(x) for x in (0.001234567, 5.10918, 1765.4, 0.0)] == ["0.001235", "5.109", "1765", "0"]
+
+
+def test_against_never_shows_a_case_of_an_op_that_did_not_pass_in_b_as_ok(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    make_run(a, n_ops=3, seed=4)
+    make_run(b, n_ops=3, seed=4, statuses={"op0000": "passed", "op0001": "timeout", "op0002": "passed"})
+    assert main(["report", str(b), "--against", str(a)]) == 0
+    doc = parse((b / "report.html").read_text())
+    head, rows = table_rows(doc.one("table", id="cases-table"))
+    only_a = [tr for tr in rows if tr.attrs["data-op"] == "op0001" and cells(tr, head)["B speedup"].text() == "–"]
+    assert only_a, "the synthetic timeout left no case to B alone"
+    for tr in rows:
+        if tr.attrs["data-op"] != "op0001":
+            continue
+        st = cells(tr, head)["status"]
+        assert not st.text().startswith("ok") and tr.attrs["data-status"] not in ("ok", "unresolved"), st.text()
+        assert "bad" in st.classes()
+    for tr in only_a:
+        assert cells(tr, head)["status"].text() == "op timeout in B"
+        assert tr.attrs["data-status"] == "not measured in B"
+    # the comparison's verdict says at once that B's op did not pass, before its cards
+    comp = doc.one("section", id="compare")
+    alert = comp.one("div", id="b-not-passed")
+    assert "In B, 2 of 3 ops passed, 1 did not (1 timeout)" in alert.text() and "op0001" in alert.text()
+    kids = [c for c in comp.children if isinstance(c, Node)]
+    assert kids.index(alert) < kids.index(comp.all("div", cls="cards")[0])
+
+
+def test_the_did_not_pass_alert_reads_as_sentences(run_dir):
+    assert main(["report", str(run_dir)]) == 0
+    alert = parse((run_dir / "report.html").read_text()).one("section", id="status").one("div", cls="alert")
+    text = " ".join(alert.text().split())
+    assert "Why they did not pass." in text and not re.search(r"[.)]Why", text), text
+
+
+def test_regressions_and_improvements_lead_with_the_largest_judged_change():
+    from opscreen.results.report import _largest_first
+
+    def row(i: int, change: float, judged: float | None, v: Verdict) -> CompareRow:
+        return CompareRow(op=f"op{i}", test="t", variant="", dtype="float16", shape=f"[{i}]", verdict=v, change=change,
+                          band=0.02, basis="samples", side="lib", judged=judged)  # fmt: skip
+
+    # the library's own change decided; the speedup's change does not follow it (torch moved too)
+    slow = [row(0, -0.40, -0.10, Verdict.SLOWER), row(1, -0.05, -0.50, Verdict.SLOWER), row(2, -0.20, -0.20, Verdict.SLOWER)]
+    assert [r.op for r in _largest_first(slow, -1)] == ["op1", "op2", "op0"]
+    fast = [row(3, 0.30, 0.05, Verdict.FASTER), row(4, 0.02, 0.40, Verdict.FASTER)]
+    assert [r.op for r in _largest_first(fast, +1)] == ["op4", "op3"]
+
+
+def test_count_ticks_of_low_panels_stay_clear_of_each_other():
+    import matplotlib.pyplot as plt
+
+    # ten dtypes (an H200 screen: bfloat16 .. uint8) make low panels; a bar of 7 cases in each
+    # had its y ticks 0, 1, ..., 7 drawn into each other
+    by = {f"dtype{k}": [1.0] * 7 + [2.0 ** (i / 4 - 2) for i in range(12)] for k in range(10)}
+    fig = speedup_figure(by)
+    _assert_clear(fig)
+    for ax in fig.axes:
+        shown = [t for t in ax.get_yticks() if ax.get_ylim()[0] <= t <= ax.get_ylim()[1]]
+        assert 2 <= len(shown) <= 5 and all(float(t).is_integer() for t in shown), shown
+    plt.close(fig)

@@ -335,7 +335,8 @@ CMP_COLS = [
                       "baseline, pick, ...)"),
     Col("verdict"),
     Col("TFLOPS", True, "the library's in B"), Col("GB/s", True, "the library's in B"),
-    Col("status", tip="B's row (A's where B has none): partial: measured by an op that did not pass"),
+    Col("status", tip="B's row (A's where B has none): partial: measured by an op that did not pass; "
+                      "op ... in B: B's op did not pass and did not measure the case"),
 ]  # fmt: skip
 
 _VERDICT_KIND = {Verdict.SLOWER: "bad", Verdict.BROKEN: "bad", Verdict.FASTER: "good", Verdict.FIXED: "good",
@@ -377,10 +378,16 @@ def _side_status(p: _Page, r: list | None, gone_in: str = "") -> tuple[str, str,
 
 def cmp_row(p: _Page, cr: CompareRow, rb: list | None, ra: list | None) -> Row:
     """One joined case: A's and B's figures, the change, its band and verdict; B's status
-    (A's for a row only A has), and where B's row is whole but A's op did not pass, that
-    A's row is partial."""
+    (A's for a row only A has, but ``op STATUS in B`` where B's op did not pass: such a
+    row never reads ok), and where B's row is whole but A's op did not pass, that A's row
+    is partial."""
     own = rb if rb is not None else ra
     state, text, cls, tip = _side_status(p if rb is not None else p.a_page, own, "" if rb is not None else " (in A)")
+    b_st = p.op_status(cr.op)
+    if rb is None and ra is not None and b_st is not None and not op_finished(b_st):
+        # B's op stopped before this case: never "ok", whatever A's row was
+        tip = f"B's op did not pass ({b_st}) and did not measure this case; A's row: {text.removesuffix(' (in A)')}"
+        state, text, cls = "not measured in B", f"op {b_st} in B", "bad"
     a_st = p.a_page.op_status(cr.op, ra) if ra is not None else None
     if rb is not None and ra is not None and state == "ok" and ra[COL["status"]] == "ok" and not op_finished(a_st):
         state, text, cls = "partial in A", f"ok; A partial: op {a_st}", "warn"
@@ -475,11 +482,16 @@ def _log2_ticks(lo: float, hi: float, most: int = 17) -> list[float]:
 
 
 def _count_axis(ax, top: float) -> None:
-    """Whole-number count ticks: linear up to 10, symmetric-log above (0, 10, 100, ...)."""
+    """Whole-number count ticks: linear up to 10, symmetric-log above (0, 10, 100, ...);
+    a low panel (many dtypes) gets fewer linear ticks (0, 2, 4, ...), so that its labels
+    do not run into each other."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator
 
     if top <= 10:
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        fig = ax.get_figure()
+        inches = ax.get_position().height * fig.get_figheight()  # before tight_layout: about the panel
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=max(2, min(10, int(inches / 0.22))), integer=True))
+        ax.set_ylim(0, max(top, 1) * 1.15)  # headroom: the top label stays off the panel above
         return
     ax.set_yscale("symlog", linthresh=10)
     ax.yaxis.set_major_locator(FixedLocator([0] + [10**k for k in range(1, math.ceil(math.log10(top)) + 1)]))
@@ -944,6 +956,18 @@ def _sentence(cnt: dict[str, int]) -> str:
     return ", ".join(parts) or "no rows"
 
 
+def _largest_first(rows: list[CompareRow], sign: int) -> list[CompareRow]:
+    """Called rows by the change their verdict judged, largest first (``sign`` -1: the most
+    negative, slower; +1: faster): the library's own change where that decided, which the
+    speedup's change may not follow; the top tables show only the first TOP_ROWS."""
+
+    def key(r: CompareRow):
+        judged = judged_change(r)[0]
+        return (judged is None, -sign * judged if judged is not None else 0.0, r.key)
+
+    return sorted(rows, key=key)
+
+
 def compare_ctx(p: _Page, c: Comparison) -> dict:
     """The comparison's verdict: counts per verdict, the geometric means, regressions,
     improvements, the unresolved rows and what to do, the rest by verdict."""
@@ -964,8 +988,8 @@ def compare_ctx(p: _Page, c: Comparison) -> dict:
         "cards": [(cnt[v.value], v.value, verdict_kind(v) if cnt[v.value] else "na") for v in verdict_order()],
         "ga": _f(ga), "gb": _f(gb), "g": _f(g), "g_rows": sum(1 for r in c.rows if r.change is not None),
         "margin": f"{_margin(c) * 100:g}",
-        "regressions": j.table(c.regressions(), id="regressions-table"),
-        "improvements": j.table(c.improvements(), id="improvements-table"),
+        "regressions": j.table(_largest_first(c.regressions(), -1), id="regressions-table"),
+        "improvements": j.table(_largest_first(c.improvements(), +1), id="improvements-table"),
         "unresolved": j.table(c.unresolved(), id="unresolved-table"), "unresolved_groups": unresolved_groups(c),
         "others": others, "caliber": caliber_rows(c), "op_ratios": op_ratio_table(p, c),
         "chart": change_plot_svg(c.rows), "cases": j.table(c.sorted_rows(), n=None, id="cases-table"),
