@@ -115,6 +115,9 @@ def test_wheel_ships_the_package_whole(wheel):
     assert "opscreen/py.typed" in names
     assert {f"opscreen/assets/data/{n}" for n in DEFAULT_ASSETS} <= names
     assert "opscreen/assets/data/floors/nvidia-h200.json" in names
+    from opscreen.contracts import CONTRACTS
+
+    assert {f"opscreen/schemas/{c.schema_file()}" for c in CONTRACTS} <= names  # the contracts' JSON Schemas
     assert f"{dist_info}/licenses/LICENSE" in names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
     assert meta["Version"] == opscreen.__version__

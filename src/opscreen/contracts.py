@@ -30,7 +30,7 @@ Reading a file checks its version:
   with a damaged file before.
 
 The JSON Schema (draft 2020-12) of each contract's current version ships beside it
-(``opscreen/assets/data/schemas/<name>.schema.json``; the tests validate real outputs
+(``opscreen/schemas/<name>.schema.json``; the tests validate real outputs
 against them). This module imports only the standard library and :mod:`opscreen.fsio`
 (itself standard library only): the child process imports it.
 """
@@ -87,7 +87,7 @@ class Contract:
         return list(range(1, self.version + 1))
 
     def schema_file(self) -> str:
-        """The JSON Schema of the current version, relative to ``opscreen/assets/data/schemas/``."""
+        """The JSON Schema of the current version, relative to ``opscreen/schemas/``."""
         return f"{self.name}.schema.json"
 
 
@@ -125,6 +125,18 @@ def retag_update_to_2(obj: dict) -> dict:
 _NOISE_RENAMED = {"torch_rsd": "torch_noise_pct", "lib_rsd": "lib_noise_pct"}
 #: columns summary 3 added: the median's interval of each side, then the run the row is of
 _ADDED_3 = ("torch_ci_ms", "lib_ci_ms", "run", "run_started_at", "suite_commit")
+#: summary 3's columns, in order (opscreen.results.summary.COLUMNS while summary is at 3; a
+#: migration to 3 gives these, whatever a later version's are)
+SUMMARY_3_COLUMNS = (
+    "op", "test", "variant", "dtype", "shape", "status",
+    "torch_ms", "lib_ms", "speedup", "tflops", "torch_gbps", "lib_gbps",
+    "torch_timer", "lib_timer", "torch_samples", "lib_samples", "torch_noise_pct", "lib_noise_pct",
+    "torch_ci_ms", "lib_ci_ms",
+    "op_status", "backend", "device", "device_name", "truncated", "source",
+    "repeats", "torch_spread", "lib_spread", "speedup_spread",
+    "torch_host_ms", "lib_host_ms", "torch_fallback", "lib_fallback",
+    "run", "run_started_at", "suite_commit",
+)  # fmt: skip
 
 
 def summary_update_to_3(obj: dict) -> dict:
@@ -153,6 +165,9 @@ def summary_update_to_3(obj: dict) -> dict:
             if c not in cols:
                 cols.append(c)
                 rows = [r + [fill.get(c)] for r in rows]
+        if set(SUMMARY_3_COLUMNS) <= set(cols):  # in version 3's order (a column it lacks: left as it is)
+            order = [cols.index(c) for c in SUMMARY_3_COLUMNS]
+            cols, rows = list(SUMMARY_3_COLUMNS), [[r[i] if i < len(r) else None for i in order] for r in rows]
         obj = {**obj, "columns": cols, "rows": rows}
     return {"schema": "opscreen.summary/3", **obj}
 

@@ -65,16 +65,9 @@ __all__ = [
 SUMMARY_VERSION = contracts.SUMMARY.version
 SUMMARY_KIND = "opscreen.summary"  # what version 1 and 2 said in ``kind``; 3 says it in ``schema``
 
-COLUMNS = [
-    "op", "test", "variant", "dtype", "shape", "status",
-    "torch_ms", "lib_ms", "speedup", "tflops", "torch_gbps", "lib_gbps",
-    "torch_timer", "lib_timer", "torch_samples", "lib_samples", "torch_noise_pct", "lib_noise_pct",
-    "torch_ci_ms", "lib_ci_ms",
-    "op_status", "backend", "device", "device_name", "truncated", "source",
-    "repeats", "torch_spread", "lib_spread", "speedup_spread",
-    "torch_host_ms", "lib_host_ms", "torch_fallback", "lib_fallback",
-    "run", "run_started_at", "suite_commit",
-]  # fmt: skip
+# version 3's columns (opscreen.contracts holds them: its migration to 3 gives these); a
+# version 4 that changes them writes its own list here and its update_to_4
+COLUMNS = list(contracts.SUMMARY_3_COLUMNS)
 #: the columns that say which run a row is of: the same on every row of a summary, so that
 #: the summary.csv files of many runs concatenate into one table without a join
 RUN_COLUMNS = ("run", "run_started_at", "suite_commit")
