@@ -56,8 +56,12 @@ def test_merge_of_sample_suite_shards_summarizes_as_their_union(cli, tmp_path):
     parts = [summary_json(s) for s in shards]
     whole = summary_json(merged)
     assert whole["columns"] == parts[0]["columns"]
-    key = lambda row: json.dumps(row, sort_keys=True)  # noqa: E731
+    run_at = whole["columns"].index("run")  # the run's columns name the merged run, the rest is the shards' rows
+    key = lambda row: json.dumps(row[:run_at] + row[run_at + 3:], sort_keys=True)  # noqa: E731
     assert sorted(map(key, whole["rows"])) == sorted(key(r) for p in parts for r in p["rows"])
+    started = json.loads((merged / "run_identity.json").read_text())["started_at"]
+    assert {tuple(r[run_at:run_at + 2]) for r in whole["rows"]} == {(merged.name, started)}
+    assert started == min(p["identity"]["started_at"] for p in parts)
     assert whole["rows"], "the sample ops measured something"
     assert {o["op"]: o for o in whole["ops"]} == {o["op"]: o for p in parts for o in p["ops"]}
     assert whole["counts"]["ops"] == {"passed": 3}

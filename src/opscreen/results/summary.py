@@ -510,25 +510,32 @@ def _summarize_op(
                 logs.append(math.log(speedup))
         else:
             st = RowStatus.NO_DATA.value
-        variant = r.op if r.op != op else ""
-        if r.occurrence > 1:
-            variant = f"{variant}#{r.occurrence}"
-        out.append([
-            op, test_name(r.test_case), variant, r.dtype, r.shape, st,
-            _clean(r.torch_ms), _clean(r.lib_ms), _clean(speedup), _clean(r.tflops), _clean(r.torch_gbps), _clean(r.lib_gbps),
-            r.torch_timer, r.lib_timer, r.torch_samples, r.lib_samples,
-            contracts.noise_pct(_clean(r.torch_rsd)), contracts.noise_pct(_clean(r.lib_rsd)),
-            _ci_ms(r.torch_ci, r.torch_ms), _ci_ms(r.lib_ci, r.lib_ms),
-            status, backend, device, device_name, truncated, r.source,
-            r.repeats, _clean(r.torch_spread), _clean(r.lib_spread), _clean(r.speedup_spread),
-            _clean(r.torch_host_ms), _clean(r.lib_host_ms), r.torch_fallback, r.lib_fallback,
-            None, None, None,  # the run's columns: build_summary fills them in
-        ])  # fmt: skip
+        out.append(_row(op, r, st, speedup, (status, backend, device, device_name, truncated)))
     info.fallbacks = op_fallbacks(out)
     info.rows = len(out)
     info.ok_rows = ok
     info.geomean = _exp_mean(logs)
     return info, out
+
+
+def _row(op: str, r: CaseRow, st: str, speedup: float | None, of_op: tuple) -> list:
+    """One summary row (:data:`COLUMNS`) of the case ``r`` of ``op``: ``st`` its status,
+    ``of_op`` the op's (status, backend, device, device_name, truncated); the run's columns
+    are left empty (:func:`build_summary` fills them in)."""
+    variant = r.op if r.op != op else ""
+    if r.occurrence > 1:
+        variant = f"{variant}#{r.occurrence}"
+    return [
+        op, test_name(r.test_case), variant, r.dtype, r.shape, st,
+        _clean(r.torch_ms), _clean(r.lib_ms), _clean(speedup), _clean(r.tflops), _clean(r.torch_gbps), _clean(r.lib_gbps),
+        r.torch_timer, r.lib_timer, r.torch_samples, r.lib_samples,
+        contracts.noise_pct(_clean(r.torch_rsd)), contracts.noise_pct(_clean(r.lib_rsd)),
+        _ci_ms(r.torch_ci, r.torch_ms), _ci_ms(r.lib_ci, r.lib_ms),
+        *of_op, r.source,
+        r.repeats, _clean(r.torch_spread), _clean(r.lib_spread), _clean(r.speedup_spread),
+        _clean(r.torch_host_ms), _clean(r.lib_host_ms), r.torch_fallback, r.lib_fallback,
+        None, None, None,
+    ]  # fmt: skip
 
 
 def _ci_ms(ci: float | None, ms: float | None) -> float | None:
