@@ -335,14 +335,30 @@ def cache_root(environ: Mapping[str, str]) -> str:
 FLOORS_DIR_ENV = "OPSCREEN_FLOORS_DIR"
 
 
+def data_root(environ: Mapping[str, str]) -> str:
+    """opscreen's data (floors tables, the results store): ``$XDG_DATA_HOME/opscreen``, else
+    ``~/.local/share/opscreen``."""
+    base = environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(base, "opscreen")
+
+
 def floors_dir(environ: Mapping[str, str]) -> str:
     """The user's floors tables (``opscreen calibrate`` writes there, ``compare`` looks there
-    first): ``$OPSCREEN_FLOORS_DIR``, else ``$XDG_DATA_HOME/opscreen/floors``, else
-    ``~/.local/share/opscreen/floors``."""
+    first): ``$OPSCREEN_FLOORS_DIR``, else ``<data root>/floors``."""
     if environ.get(FLOORS_DIR_ENV):
         return environ[FLOORS_DIR_ENV]
-    base = environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return os.path.join(base, "opscreen", "floors")
+    return os.path.join(data_root(environ), "floors")
+
+
+STORE_DB_ENV = "OPSCREEN_DB"
+
+
+def store_db(environ: Mapping[str, str]) -> str:
+    """The results store's database URL (``opscreen store``, ``history``, ``publish``):
+    ``$OPSCREEN_DB``, else the SQLite file ``<data root>/store.sqlite``."""
+    if environ.get(STORE_DB_ENV):
+        return environ[STORE_DB_ENV]
+    return "sqlite:///" + os.path.join(data_root(environ), "store.sqlite")
 
 
 def check_cache_dir(path: str | os.PathLike, name: str) -> str:
