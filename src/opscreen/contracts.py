@@ -11,6 +11,11 @@ summary              summary.json           schema     "opscreen.summary/3"
 floors               floors.json            schema     "opscreen.floors/1" (opscreen calibrate)
 ===================  =====================  =========  ==========================================
 
+The results store (:data:`STORE`, ``opscreen store``) is a database, not a file: its
+version is the ``schema`` row of its ``meta`` table, in the same form
+(``"opscreen.store/1"``); :mod:`opscreen.store.db` reads it with :func:`version_of` and
+runs its migrations (SQL, so they live there, not here) in place.
+
 One convention: the key ``schema`` holds ``"opscreen.<name>/<N>"``, the contract's name
 and its version. Files written before it held a bare number (``"schema": 1`` in
 child_config.json and result.json, ``"version": 2`` in summary.json, the contract's
@@ -46,7 +51,7 @@ from .fsio import atomic_write_json
 
 __all__ = [
     "Contract", "ContractError", "NewerVersion", "Damaged",
-    "CHILD_CONFIG", "RESULT", "RUN_IDENTITY", "SUMMARY", "FLOORS", "CONTRACTS",
+    "CHILD_CONFIG", "RESULT", "RUN_IDENTITY", "SUMMARY", "FLOORS", "CONTRACTS", "STORE",
     "version_of", "upgrade", "stamp", "load", "read", "write", "noise_pct",
 ]
 
@@ -188,6 +193,10 @@ SUMMARY = Contract("summary", "summary.json", "schema", 3, prefix="opscreen.summ
                    migrations={2: summary_update_to_2, 3: summary_update_to_3}, legacy_fields=("version",))
 FLOORS = Contract("floors", "floors.json", "schema", 1, prefix="opscreen.floors/")
 CONTRACTS = (CHILD_CONFIG, RESULT, RUN_IDENTITY, SUMMARY, FLOORS)
+#: the results store's database (the ``schema`` row of its ``meta`` table; not a file, so not
+#: in :data:`CONTRACTS`); its migrations are SQL: opscreen.store.db.MIGRATIONS
+STORE = Contract("store", "meta table of the store database", "schema", 1, prefix="opscreen.store/",
+                 label="store schema")
 
 
 def _field_of(contract: Contract, obj: dict) -> str | None:
