@@ -11,8 +11,9 @@ a floors table is fitted (``opscreen.results.noise.fit``) on every pair of runs 
 to the OTHER folds' ops, and ``compare_summaries`` with that table judges the fold's ops:
 
 * every pair of runs: the share of rows measured in both called faster/slower (all false:
-  the setups are the same), unresolved, same, pick; split into reruns (same isolation) and
-  worker against fresh (cross);
+  the setups are the same), unresolved, same, pick; per pair, and pooled by each row's
+  history: reruns on one chip (rerun), reruns whose op ran on another chip of the model in
+  B (chip: the ops' device UUIDs differ) and worker against fresh (cross);
 * power: B's library latency scaled in memory by 1.05 on graph rows whose kernel is 10 us or
   more and by 1.10 on those under 10 us (what bench/inject.py does to a copy of the record
   logs), the share called slower.
@@ -66,10 +67,13 @@ def injected(s):
     return t
 
 
-def tally(c, out: dict, key: str) -> None:
-    e = out.setdefault(key, {"rows": 0, "called": 0, "unresolved": 0, "same": 0, "pick": 0})
+def tally(c, out: dict, key: str | None = None) -> None:
+    """Count ``c``'s measured rows by verdict under ``key``, or (no key) under each row's own
+    history, the floors cell's (rerun, chip: the op ran on another chip in B, cross)."""
     for r in c.rows:
         if r.verdict in MEASURED:
+            k = key or (r.floors or c.history).split("/", 1)[0]
+            e = out.setdefault(k, {"rows": 0, "called": 0, "unresolved": 0, "same": 0, "pick": 0})
             e["rows"] += 1
             e[{"faster": "called", "slower": "called"}.get(r.verdict.value, r.verdict.value)] += 1
 
@@ -100,7 +104,7 @@ def evaluate(summaries, folds: int, seed: int) -> dict:
         for a, b in itertools.combinations(te, 2):
             hist = noise.history_of(a.caliber.get("isolation"), b.caliber.get("isolation"))
             tally(compare_summaries(a, b, table=table, check=None), rates, f"{hist} {a.name}->{b.name}")
-            tally(compare_summaries(a, b, table=table), rates, hist)
+            tally(compare_summaries(a, b, table=table), rates)
             if hist == "rerun":
                 power(compare_summaries(a, injected(b), table=table), pw)
     return {"ops": len(ops), "folds": folds, "seed": seed, "rates": rates, "power": pw}

@@ -233,7 +233,9 @@ def test_a_result_whose_schema_is_no_version_runs_again(faults, schema):
     assert faults.runs("ok_a") == 2 and faults.runs("ok_b") == 1
     rows = status_rows(out)
     assert rows["ok_a"]["status"] == "passed" and rows["ok_a"]["attempts"] == "1"
-    assert json.loads(result.read_text())["schema"] == 1
+    from opscreen.contracts import RESULT
+
+    assert json.loads(result.read_text())["schema"] == RESULT.tag()
 
 
 # -- item 7: merge --out inside an input is refused --------------------------------------------

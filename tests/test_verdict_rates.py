@@ -44,8 +44,10 @@ def test_a_run_against_itself_calls_nothing(vr, tmp_path, capsys):
     for cell, t in rep["rates"].items():
         assert t["called"]["n"] == 0 and t["other"]["n"] == 0, cell
         assert t["same"]["n"] + t["unresolved"]["n"] == t["rows"]
-    # flatten (a view: 0.2 % rsd on 8 ns, band over 5 %) is unresolved, norm's graph rows same
-    assert rep["rates"]["all"]["unresolved"]["n"] == 15 and rep["rates"]["graph"]["rows"] == 30
+    # the fixtures name no device, so the speedup is judged alone, and the H200 table's speedup band
+    # (the op-weighted quantile: 6.55 % under 10 us, 5.54 % above, torch's spread in it) is wider than
+    # the 5 % margin: no row can be shown the same, every one is unresolved (never called)
+    assert rep["rates"]["all"]["unresolved"]["n"] == 30 and rep["rates"]["graph"]["rows"] == 30
     assert rep["rates"]["<10us"]["rows"] + rep["rates"][">=10us"]["rows"] == 30
     assert "power" not in rep and sorted(run.rglob("*")) == before  # nothing written into the run
     assert "called    0 (  0.0 %" in capsys.readouterr().out

@@ -176,6 +176,100 @@ def test_fit_recovers_the_scale_of_known_noise():
     assert calls <= 5  # of 1000 rows, alpha 1 %: expected <= 10 (the minimum change cuts more)
 
 
+def test_op_weighted_quantile_weighs_each_op_alike():
+    # 100 rows of one op at 1 %, one row of another at 5 %: by rows the 75th percentile is 1 %,
+    # by ops (each weighing 1) it is 5 %
+    assert noise._op_weighted_quantile({"a": [0.01] * 100, "b": [-0.05]}, 0.75) == 0.05
+    assert noise._op_weighted_quantile({"a": [0.01] * 100, "b": [-0.05]}, 0.25) == 0.01
+    c = noise.Cell(history="rerun", timer="graph", lo_ms=0.010, hi_ms=math.inf, rows=100, ops=11, rms=0.01,
+                   rms_lib=0.002, rms_torch=0.01, q_lib=0.02)
+    assert c.band("lib") == pytest.approx(0.02)  # the quantile, wider than t(10) x 0.2 % = 0.63 %
+    assert c.band("lib", 3, 3) == pytest.approx(0.02 / math.sqrt(3))
+    assert c.band("lib", alpha=0.05) == pytest.approx(2.228 * 0.002)  # measured at the table's alpha only
+    assert c.band("torch") == pytest.approx(3.169 * 0.01)  # no q_torch: t x rms
+
+
+def test_a_few_loud_ops_are_covered_by_the_quantile_band():
+    """18 ops whose library kernel reads 0.2 % apart between processes and 2 that read 1 %: one
+    pooled scale (t x rms) under-covers the loud two; the op-weighted quantile covers them."""
+    import random
+
+    rng = random.Random(11)
+    def run(name, ops):
+        rows = []
+        for op in ops:
+            sd = 0.01 if op in ("loud0", "loud1") else 0.002
+            for i in range(10):
+                rows.append(_row(op=op, shape=f"[{i}]", torch_ms=0.05, lib_ms=0.05 * math.exp(rng.gauss(0, sd)),
+                                 torch_noise_pct=0.05, lib_noise_pct=0.05))
+        return _summary(rows, name=name)
+    ops = [f"quiet{k}" for k in range(18)] + ["loud0", "loud1"]
+    t = noise.fit([(run("a", ops), run("b", ops), "rerun")], name="fit", match=".*", provenance={})
+    (cell,) = t.cells
+    assert cell.q_lib > 1.5 * noise.t_critical(cell.nu) * cell.rms_lib
+    pooled = noise.FloorsTable(name="t x rms", match=".*",
+                               cells=[noise.Cell(**{**cell.__dict__, "q_lib": None, "q_speedup": None})])
+    calls = {"quantile": 0, "pooled": 0}
+    for k in range(5):
+        a, b = run(f"a{k}", ["loud0", "loud1"]), run(f"b{k}", ["loud0", "loud1"])
+        for key, table in (("quantile", t), ("pooled", pooled)):
+            c = compare_summaries(a, b, table=table)
+            calls[key] += sum(r.verdict in (Verdict.FASTER, Verdict.SLOWER) for r in c.rows)
+    # of the loud ops' 100 rows: 14 and 37 here (the quantile covers the mix of ops at alpha/2, so the
+    # loud ops alone still see more than alpha; --repeats narrows them further)
+    assert calls["quantile"] <= 20 and calls["pooled"] >= 2 * max(1, calls["quantile"]), calls
+
+
+def _on(summary: Summary, uuids: dict) -> Summary:
+    """``summary`` with its ops' device UUIDs (the op's identity records them)."""
+    summary.ops = [OpSummary(op=o.op, status=o.status, device_uuid=uuids.get(o.op)) for o in summary.ops]
+    return summary
+
+
+def test_row_history_names_a_rerun_on_another_chip():
+    assert noise.row_history("rerun", "gpu-a", "gpu-b") == "chip"
+    assert noise.row_history("rerun", "gpu-a", "gpu-a") == "rerun"
+    assert noise.row_history("rerun", None, "gpu-b") == "rerun"  # unknown: not claimed as another chip
+    assert noise.row_history("cross", "gpu-a", "gpu-b") == "cross"  # cross cells hold any device
+
+
+def test_fit_and_compare_keep_two_chips_apart():
+    """Ops that ran on another chip in B are fitted into chip cells and judged by them; a
+    table without chip cells judges them by its rerun cells and the output says so."""
+    import random
+
+    rng = random.Random(5)
+    ops = [f"op{k}" for k in range(12)]
+
+    def run(name, sd_of):
+        rows = [_row(op=op, shape=f"[{i}]", device=0, torch_ms=0.05, lib_ms=0.05 * math.exp(rng.gauss(0, sd_of(op))))
+                for op in ops for i in range(8)]
+        return _summary(rows, name=name)
+
+    # ops 0-5 stay on chip "a" (0.2 % apart), ops 6-11 move to chip "b" (1.5 % apart, per case)
+    moved = {f"op{k}" for k in range(6, 12)}
+    sd = lambda op: 0.015 if op in moved else 0.002  # noqa: E731
+    a = _on(run("a", sd), dict.fromkeys(ops, "gpu-a"))
+    b = _on(run("b", sd), {op: "gpu-b" if op in moved else "gpu-a" for op in ops})
+    t = noise.fit([(a, b, "rerun")], name="fit", match=".*", provenance={})
+    cells = {c.history: c for c in t.cells}
+    assert set(cells) == {"rerun", "chip"} and cells["rerun"].ops == 6 and cells["chip"].ops == 6
+    assert cells["chip"].band("lib") > 3 * cells["rerun"].band("lib")
+    c = compare_summaries(a, b, table=t)
+    hist = {r.op: r.floors.split("/")[0] for r in c.rows}
+    assert {hist[o] for o in moved} == {"chip"} and {hist[o] for o in set(ops) - moved} == {"rerun"}
+    text = format_comparison(c)
+    assert "judged by the floors table's chip cells" in text and "history rerun (chip cells 48 rows, rerun cells 48 rows)" in text
+    # a table made on one GPU: the moved ops fall back to its rerun cells, and compare says they are under-covered
+    one_gpu = noise.FloorsTable(name="one gpu", match=".*", cells=[cells["rerun"]])
+    c = compare_summaries(a, b, table=one_gpu)
+    assert {r.floors.split("/")[0] for r in c.rows} == {"rerun"}
+    assert "has no chip cells (made on one GPU)" in format_comparison(c)
+    # the conservative default has chip cells as wide as its rerun cells
+    d = noise.conservative()
+    assert d.cell("chip", "graph", 0.005).band() == d.cell("rerun", "graph", 0.005).band()
+
+
 def test_floors_files_load_and_bad_ones_are_one_line(tmp_path, capsys):
     t = _table()
     p = noise.write(t, tmp_path / "t.json")

@@ -509,7 +509,9 @@ def _floors_cell(cr: CompareRow, ra: list, rb: list, table, history: str):
     lats = [v for v in (cr.a_torch_ms, cr.a_lib_ms, cr.b_torch_ms, cr.b_lib_ms) if isinstance(v, (int, float)) and v > 0]
     if not lats:
         return None, None
-    cell = table.cell(history, group, min(lats)) if table is not None else None
+    cell = None
+    if table is not None:  # a table made on one GPU has no chip cells: its rerun cells judge those rows
+        cell = table.cell(history, group, min(lats)) or (table.cell("rerun", group, min(lats)) if history == "chip" else None)
     if cell is not None:
         return cell, "floors"
     return _conservative().cell(history, group, min(lats)), "floors-default"
@@ -618,7 +620,9 @@ def _join_measured(cr: CompareRow, ra: list, rb: list, vi: int, metric: str, ctx
     b_ok = rb[COL["status"]] == "ok" and rb[vi] is not None and rb[vi] > 0
     if a_ok and b_ok:
         if ctx["use_floors"]:
-            ctx = {**ctx, "cell": _floors_cell(cr, ra, rb, ctx["table"], ctx["history"])}
+            (ua, ub), op = ctx["uuids"], cr.op
+            history = _noise.row_history(ctx["history"], ua.get(op), ub.get(op))
+            ctx = {**ctx, "cell": _floors_cell(cr, ra, rb, ctx["table"], history)}
         ratio = rb[vi] / ra[vi] if metric == "speedup" else ra[vi] / rb[vi]
         cr.change = ratio - 1.0
         lr = math.log(ratio)
@@ -675,6 +679,7 @@ def compare_summaries(
     ctx = {"k": k, "threshold": threshold, "floors": floors, "table": table, "history": history, "alpha": alpha,
            "min_change": min_change, "margin": max_band, "picks": picks}
     ctx["use_floors"] = use_floors
+    ctx["uuids"] = (_noise.device_uuids(a), _noise.device_uuids(b))
     da, db = device_of(a), device_of(b)
     ctx["one_device"] = bool(da) and da == db and (a.caliber or {}).get("backend") == (b.caliber or {}).get("backend")
     out: list[CompareRow] = []
@@ -771,8 +776,22 @@ def _caliber_lines(c: Comparison) -> list:
     moved = c.moved_ops()
     if moved:
         L.append(f"devices: {len(moved)} op{'s' if len(moved) != 1 else ''} ran on another device in B ({_moved_list(moved)}); "
-                 "chips of one model can differ on a case by a few %, which no band here covers")
+                 + _chip_note(c))
     return L
+
+
+def _chip_note(c: Comparison) -> str:
+    """What judged the rows of ops that ran on another chip: the table's chip cells, its
+    rerun cells (a table made on one GPU), or nothing but the runs' own noise."""
+    chip = [r for r in c.rows if (r.floors or "").startswith("chip/")]
+    if chip:
+        return (f"chips of one model differ on a case by a few %: {len(chip)} rows were judged by the floors "
+                "table's chip cells (two chips of one model)")
+    if c.history == "rerun" and any((r.floors or "").startswith("rerun/") for r in c.rows):
+        return ("chips of one model differ on a case by a few %, and this floors table has no chip cells (made on "
+                "one GPU): those rows were judged by its rerun cells, which under-cover them; `opscreen calibrate` "
+                "on two or more GPUs measures them")
+    return "chips of one model can differ on a case by a few %, which no band here covers"
 
 
 def _floors_lines(c: Comparison) -> list:
@@ -791,7 +810,19 @@ def _floors_lines(c: Comparison) -> list:
     return [f"floors: {t.name} ({src}): {p.get('device_name')}, driver {p.get('driver_version')}, torch "
             f"{p.get('torch_version')}, triton {p.get('triton_version')}, suite {str(p.get('suite_commit') or '?')[:10]}, "
             f"{len(p.get('ops') or [])} ops, seed {p.get('seed')}, made {str(p.get('made', '?'))[:10]}; "
-            f"history {c.history}"]
+            f"history {_histories(c)}"]
+
+
+def _histories(c: Comparison) -> str:
+    """The pair's history, and how many rows each cell history judged when they differ."""
+    n: dict[str, int] = {}
+    for r in c.rows:
+        if r.floors:
+            h = r.floors.split("/", 1)[0]
+            n[h] = n.get(h, 0) + 1
+    if set(n) <= {c.history}:
+        return c.history
+    return c.history + " (" + ", ".join(f"{h} cells {k} rows" for h, k in sorted(n.items())) + ")"
 
 
 def _verdict_lines(c: Comparison) -> list:
@@ -806,7 +837,7 @@ def _verdict_lines(c: Comparison) -> list:
     L += _floors_lines(c)
     L.append(
         f"verdict rule ({c.metric}, d = ln(B/A)): band = the widest of samples ({c.k:g} x combined noise; rows without "
-        f"noise: {c.threshold * 100:g}%), floors (t(ops-1) x rms of the row's floors cell, alpha {c.alpha:g}; "
+        f"noise: {c.threshold * 100:g}%), floors (the wider of t(ops-1) x rms and the op-weighted 1-alpha/2 quantile of the row's floors cell, alpha {c.alpha:g}; "
         "/sqrt of the processes with --repeats), repeats (Welch t over processes)"
         + (f", aa (the A/A drift of {len(c.floors)} ops, --aa)" if c.floors else "")
         + f"; faster/slower when |d| > band and |d| >= {c.min_change * 100:g}% (pick when the op's autotune picks "

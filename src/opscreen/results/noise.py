@@ -7,7 +7,11 @@ how far apart two processes read, measured by ``opscreen calibrate`` on a seeded
 draw of the suite's ops, per *cell*:
 
 * ``history``: ``rerun`` (both runs in the same isolation: two fresh processes, or two
-  warm workers) or ``cross`` (one run in fresh processes, the other in warm workers);
+  warm workers, the op on the same device), ``chip`` (a rerun whose op ran on another
+  device of the model in B: two chips of one model differ on a case by a few percent,
+  stably, which no rerun on one chip shows) or ``cross`` (one run in fresh processes, the
+  other in warm workers, on any device). A table without ``chip`` cells (made on one GPU)
+  judges those rows by its ``rerun`` cells, and compare says that this under-covers them;
 * ``timer``: the row's timer group (:func:`timer_group`: ``graph``, ``profiler``,
   ``direct``, ``wallclock``, or ``mixed`` for rows whose sides or runs used different timers);
 * the row's kernel latency bin: the smaller of its latencies, below or above
@@ -15,12 +19,21 @@ draw of the suite's ops, per *cell*:
 
 For each cell the table keeps the rows and distinct ops behind it, the root mean square of
 ``d = ln(speedup_B / speedup_A)`` over those rows (``rms``; ``rms_torch`` and ``rms_lib``
-for each side's latency, since on one device model each side is judged on its own) and its quantiles, and the *band*: ``t(ops - 1, 1 - alpha/2) x rms``, the
-half-width that a row's ``|d|`` stays within on a rerun with probability ``1 - alpha``
-when ``d`` is normal with that scale. The t critical value (not the normal's) pays for
-estimating the scale from few processes: rows of one op share its process, so the ops,
-not the rows, are the replicates. A row measured as the median of ``N`` processes per side
-(``--repeats``) gets ``band x sqrt((1/N_A + 1/N_B) / 2)``.
+for each side's latency, since on one device model each side is judged on its own) and its quantiles, and the *band*: the wider of
+
+* ``t(ops - 1, 1 - alpha/2) x rms``, the half-width that a row's ``|d|`` stays within on a
+  rerun with probability ``1 - alpha`` when ``d`` is normal with one scale for every op.
+  The t critical value (not the normal's) pays for estimating the scale from few
+  processes: rows of one op share its process, so the ops, not the rows, are the
+  replicates;
+* ``q``: the ``1 - alpha/2`` quantile of ``|d|`` over the cell's rows with each op weighing
+  the same (``q_speedup``, ``q_torch``, ``q_lib``). Ops are not alike: on a 32-op H200
+  draw a few ops (``tril``, ``nanmedian_out``) spread 3-4 times wider than the rest, so
+  one pooled scale under-covers them. The quantile covers what the measured ops did,
+  whatever their mixture; weighing ops alike keeps an op with 200 rows from deciding it.
+
+A row measured as the median of ``N`` processes per side (``--repeats``) gets
+``band x sqrt((1/N_A + 1/N_B) / 2)``.
 
 A device without a table gets :func:`conservative`: bands wide enough for what an H200
 showed between fresh processes and warm workers, and every line of ``compare`` says a
@@ -44,13 +57,13 @@ from .summary import COL
 
 __all__ = [
     "FLOORS", "BIN_EDGES_MS", "DEFAULT_ALPHA", "Cell", "FloorsTable", "t_critical", "timer_group",
-    "history_of", "fit", "load", "find", "conservative", "floors_dirs", "write",
+    "history_of", "row_history", "device_uuids", "fit", "load", "find", "conservative", "floors_dirs", "write",
 ]
 
 FLOORS = contracts.FLOORS
 BIN_EDGES_MS = (0.010,)  # [0, 10 us), [10 us, inf): the split two H200 sessions' A/A figures showed
 DEFAULT_ALPHA = 0.01  # two-sided, per row: the expected false calls are alpha x rows on a rerun
-HISTORIES = ("rerun", "cross")
+HISTORIES = ("rerun", "chip", "cross")
 
 # Two-sided critical values of Student's t, t(nu, 1 - alpha/2), for alpha 0.10, 0.05, 0.01,
 # 0.001 (any statistics table, e.g. NIST/SEMATECH e-Handbook 1.3.6.7.2); between the listed
@@ -99,8 +112,23 @@ def timer_group(torch_timer: str | None, lib_timer: str | None) -> str:
 
 
 def history_of(iso_a: str | None, iso_b: str | None) -> str:
-    """``rerun`` when both runs used the same isolation (unknown counts as op), else ``cross``."""
+    """A pair of runs' history: ``rerun`` when both used the same isolation (unknown
+    counts as op), else ``cross``. :func:`row_history` refines it per op."""
     return "rerun" if (iso_a or "op") == (iso_b or "op") else "cross"
+
+
+def device_uuids(summary: Any) -> dict[str, str]:
+    """op -> the UUID of the device it ran on, for the ops whose identity recorded one."""
+    return {o.op: o.device_uuid for o in summary.ops if getattr(o, "device_uuid", None)}
+
+
+def row_history(history: str, uuid_a: str | None, uuid_b: str | None) -> str:
+    """An op's history in a pair of runs: ``chip`` for a ``rerun`` whose op ran on another
+    device in B than in A (both runs recorded its UUID: a screen over several GPUs puts an
+    op on another chip in most reruns), else the pair's history."""
+    if history == "rerun" and uuid_a and uuid_b and uuid_a != uuid_b:
+        return "chip"
+    return history
 
 
 def bin_of(latency_ms: float) -> tuple[float, float]:
@@ -131,6 +159,10 @@ class Cell:
     max: float | None = None
     pairs: int = 0
     alpha: float = DEFAULT_ALPHA
+    # the 1 - alpha/2 quantile of |d| with each op weighing the same (None in tables before it)
+    q_speedup: float | None = None
+    q_lib: float | None = None
+    q_torch: float | None = None
 
     @property
     def nu(self) -> float:
@@ -139,10 +171,15 @@ class Cell:
     def band(self, metric: str = "speedup", n_a: int = 1, n_b: int = 1, alpha: float | None = None) -> float:
         """The half-width of ``|d|`` on a rerun at ``alpha`` (default the table's), for
         medians of ``n_a`` and ``n_b`` processes."""
-        scale = {"speedup": self.rms, "lib_ms": self.rms_lib, "lib": self.rms_lib,
+        metric = {"lib_ms": "lib"}.get(metric, metric)
+        scale = {"speedup": self.rms, "lib": self.rms_lib,
                  "torch": self.rms_torch if self.rms_torch is not None else self.rms}[metric]
         a = self.alpha if alpha is None else alpha
-        return t_critical(self.nu, a) * scale * math.sqrt((1.0 / max(1, n_a) + 1.0 / max(1, n_b)) / 2.0)
+        half = t_critical(self.nu, a) * scale
+        q = getattr(self, f"q_{metric}")
+        if q is not None and a == self.alpha:  # measured at the table's alpha only
+            half = max(half, q)
+        return half * math.sqrt((1.0 / max(1, n_a) + 1.0 / max(1, n_b)) / 2.0)
 
     def label(self) -> str:
         hi = "" if math.isinf(self.hi_ms) else f"<{self.hi_ms * 1000:g}us"
@@ -195,14 +232,26 @@ def _quantile(sorted_vals: list[float], q: float) -> float:
     return sorted_vals[i]
 
 
+def _op_weighted_quantile(by_op: dict[str, list[float]], q: float) -> float:
+    """The ``q`` quantile of ``|x|`` over every op's values, each op weighing 1 in all."""
+    pts = sorted((abs(x), 1.0 / len(v)) for v in by_op.values() for x in v)
+    need, acc = q * len(by_op), 0.0
+    for x, w in pts:
+        acc += w
+        if acc >= need - 1e-9:
+            return x
+    return pts[-1][0]
+
+
 def fit(pairs: Iterable[tuple[Any, Any, str]], *, name: str, match: str, provenance: dict,
         alpha: float = DEFAULT_ALPHA) -> FloorsTable:
     """A table from pairs of summaries ``(A, B, history)`` of the same ops: every row
     measured in both with a positive speedup and library latency falls into its cell."""
     acc: dict[tuple, dict] = {}
     n_pairs: dict[tuple, set] = {}
-    for k, (a, b, history) in enumerate(pairs):
+    for k, (a, b, pair_history) in enumerate(pairs):
         rows_a = {_key(r): r for r in a.rows if _usable(r)}
+        ua, ub = device_uuids(a), device_uuids(b)
         for rb in b.rows:
             ra = rows_a.get(_key(rb))
             if ra is None or not _usable(rb):
@@ -210,17 +259,22 @@ def fit(pairs: Iterable[tuple[Any, Any, str]], *, name: str, match: str, provena
             ga = timer_group(ra[COL["torch_timer"]], ra[COL["lib_timer"]])
             group = ga if ga == timer_group(rb[COL["torch_timer"]], rb[COL["lib_timer"]]) else "mixed"
             lat = min(ra[COL["torch_ms"]], ra[COL["lib_ms"]], rb[COL["torch_ms"]], rb[COL["lib_ms"]])
+            history = row_history(pair_history, ua.get(rb[COL["op"]]), ub.get(rb[COL["op"]]))
             key = (history, group, *bin_of(lat))
-            e = acc.setdefault(key, {"d": [], "dl": [], "dt": [], "ops": set()})
-            e["d"].append(math.log(rb[COL["speedup"]] / ra[COL["speedup"]]))
-            e["dl"].append(math.log(rb[COL["lib_ms"]] / ra[COL["lib_ms"]]))
-            e["dt"].append(math.log(rb[COL["torch_ms"]] / ra[COL["torch_ms"]]))
+            e = acc.setdefault(key, {"d": [], "dl": [], "dt": [], "ops": set(), "by_op": {}})
+            d = (math.log(rb[COL["speedup"]] / ra[COL["speedup"]]), math.log(rb[COL["lib_ms"]] / ra[COL["lib_ms"]]),
+                 math.log(rb[COL["torch_ms"]] / ra[COL["torch_ms"]]))
+            for k2, x in zip(("d", "dl", "dt"), d):
+                e[k2].append(x)
+                e["by_op"].setdefault((k2, rb[COL["op"]]), []).append(x)
             e["ops"].add(rb[COL["op"]])
             n_pairs.setdefault(key, set()).add(k)
     cells = []
     for key in sorted(acc, key=lambda t: (HISTORIES.index(t[0]) if t[0] in HISTORIES else 9, t[1], t[2])):
         e = acc[key]
         ad = sorted(abs(x) for x in e["d"])
+        qs = {k2: round(_op_weighted_quantile({o: v for (k, o), v in e["by_op"].items() if k == k2}, 1 - alpha / 2), 6)
+              for k2 in ("d", "dl", "dt")}
         cells.append(Cell(
             history=key[0], timer=key[1], lo_ms=key[2], hi_ms=key[3], rows=len(ad), ops=len(e["ops"]),
             rms=round(math.sqrt(math.fsum(x * x for x in e["d"]) / len(ad)), 6),
@@ -228,6 +282,7 @@ def fit(pairs: Iterable[tuple[Any, Any, str]], *, name: str, match: str, provena
             rms_torch=round(math.sqrt(math.fsum(x * x for x in e["dt"]) / len(ad)), 6),
             p50=round(_quantile(ad, 0.5), 6), p90=round(_quantile(ad, 0.9), 6), p99=round(_quantile(ad, 0.99), 6),
             max=round(ad[-1], 6), pairs=len(n_pairs[key]), alpha=alpha,
+            q_speedup=qs["d"], q_lib=qs["dl"], q_torch=qs["dt"],
         ))
     return FloorsTable(name=name, match=match, cells=cells, provenance=provenance)
 
@@ -253,7 +308,8 @@ _CONSERVATIVE = {  # (timer, below 10 us?) -> rms (log fraction)
 
 
 def conservative() -> FloorsTable:
-    """The table a device without one gets (its cells say ``ops`` 10: t(9) = 3.25)."""
+    """The table a device without one gets (its cells say ``ops`` 10: t(9) = 3.25), one
+    set of cells for every history."""
     cells = []
     for history in HISTORIES:
         for (timer, small), rms in _CONSERVATIVE.items():
