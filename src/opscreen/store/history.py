@@ -1,0 +1,425 @@
+"""``opscreen history``: each case's series over suite commits, its change points, flaky cases.
+
+A *series* is one case (op, variant, dtype, shape) across the store's runs of one
+caliber on one device model, ordered by the runs' start. Its values are the metric
+(the speedup over torch by default, or the library's latency) in log space, so a step
+is a ratio.
+
+Change points: asv's step detection (``asv.step_detect.detect_steps``: a penalised
+piecewise-constant fit with an L1 cost, its penalty chosen by an information criterion)
+proposes the segments; then the noise model decides which of their boundaries are
+changes. A boundary whose step is within the case's *band* is no change, and its two
+segments merge into one; so does a segment of fewer than ``min_size`` runs inside the
+series (one odd run is an outlier, not a level). The band is the widest of
+
+* the case's cell of the device's floors table (``results/noise.py``: found by the
+  device's name; history ``rerun``, the case's timer group and latency bin), at one
+  process per side: how far two processes of one setup read this kind of case apart;
+  a device without a table, or a cell the table lacks, gets the conservative default;
+* ``k`` times the samples' own noise of two runs (the median over the series);
+* the minimum practical change (``--min-change``, 1 % as in compare).
+
+A last segment shorter than ``min_size`` is still reported, as *pending*: the latest
+screens moved, and the next one will say whether they stay there.
+
+A case is *flaky* when its verdict between consecutive runs flips back and forth: a
+move beyond the band (or the case breaking or passing again) one way, then the other,
+then the first again (``FLAKY_FLIPS`` reversals). A step and its revert is one reversal,
+not a flaky case. A flaky case's change points are not reported as changes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import asdict, dataclass, field
+
+import sqlalchemy as sa
+
+from ..errors import UsageError
+from ..results import noise as _noise
+from ..tables import table, to_text
+from .db import Store, calibers, rows, runs
+
+__all__ = ["Point", "ChangePoint", "CaseHistory", "History", "load_history", "detect", "FLAKY_FLIPS",
+           "DEFAULT_MIN_SIZE", "DEFAULT_MIN_CHANGE", "METRICS", "format_history", "series_text"]
+
+FLAKY_FLIPS = 2
+DEFAULT_MIN_SIZE = 2
+DEFAULT_MIN_CHANGE = 0.01
+DEFAULT_K = 2.0
+#: the metric -> (its column, the floors scale, +1 when a larger value is faster)
+METRICS = {"speedup": ("speedup", "speedup", +1), "lib_ms": ("lib_ms", "lib", -1)}
+
+
+@dataclass
+class Point:
+    """One run's value of a case (``value`` None: not measured there; ``status`` says why)."""
+
+    run: int  # index into History.runs
+    value: float | None
+    status: str
+    noise_pct: float | None = None
+
+
+@dataclass
+class ChangePoint:
+    """A step between two segments of a series: the change lies in ``(before_commit, after_commit]``."""
+
+    at: int  # index (into History.runs) of the first run after the step
+    before_commit: str | None
+    after_commit: str | None
+    before: float  # the segments' levels (medians), in the metric's unit
+    after: float
+    step: float  # after / before - 1
+    direction: str  # faster | slower
+    band: float  # the band it beat, a fraction (of ln)
+    basis: str  # floors | floors-default | samples | min-change
+    cell: str | None
+    n_before: int
+    n_after: int
+    separated: bool  # no run before reads on the far side of any run after
+    pending: bool  # fewer than min_size runs after it: the next screens confirm it
+
+    def evidence(self) -> str:
+        ratio = abs(math.log1p(self.step)) / self.band if self.band > 0 else math.inf
+        over = "no run before overlaps a run after" if self.separated else "single runs overlap"
+        cell = f" {self.cell}" if self.cell else ""
+        pend = f"; pending: {self.n_after} run after it" if self.pending else ""
+        return (f"{self.n_before} runs at {self.before:.4g}, {self.n_after} at {self.after:.4g}; {ratio:.1f}x the "
+                f"band ±{self.band * 100:.2f}% ({self.basis}{cell}); {over}{pend}")
+
+
+@dataclass
+class CaseHistory:
+    op: str
+    variant: str
+    dtype: str
+    shape: str
+    test: str | None
+    points: list[Point]
+    band: float = 0.0
+    basis: str = ""
+    cell: str | None = None
+    changes: list[ChangePoint] = field(default_factory=list)
+    flips: int = 0
+    moves: list[int] = field(default_factory=list)  # per consecutive pair: +1 faster/fixed, -1 slower/broke, 0
+    # per point: (torch_ms, lib_ms, torch_timer, lib_timer), the band's inputs (not in the JSON)
+    timing: list[tuple] = field(default_factory=list, repr=False)
+
+    @property
+    def flaky(self) -> bool:
+        return self.flips >= FLAKY_FLIPS
+
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.op, self.variant, self.dtype, self.shape)
+
+
+@dataclass
+class History:
+    caliber_id: int
+    caliber: dict
+    device: str | None
+    metric: str
+    runs: list[dict]  # id, name, started_at, suite_commit
+    cases: list[CaseHistory]
+    table: str  # the floors table's name (or "conservative default")
+    other_calibers: list[dict] = field(default_factory=list)  # id, runs, caliber
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        for c, case in zip(d["cases"], self.cases):
+            c.pop("timing", None)
+            c["flaky"] = case.flaky
+            for ch, obj in zip(c["changes"], case.changes):
+                ch["evidence"] = obj.evidence()
+        return d
+
+
+# ---------------------------------------------------------------- reading the store
+
+
+def _calibers(conn, op: str | None, device: str | None) -> list[dict]:
+    """The calibers with runs (of ``op``, on ``device``): id, runs, latest start, caliber."""
+    q = (sa.select(runs.c.caliber_id, sa.func.count(sa.distinct(runs.c.id)), sa.func.max(runs.c.started_at),
+                   calibers.c.caliber)
+         .join(calibers, calibers.c.id == runs.c.caliber_id).group_by(runs.c.caliber_id, calibers.c.caliber))
+    if device is not None:
+        q = q.where(runs.c.device_name == device)
+    if op is not None:
+        q = q.where(sa.exists().where(rows.c.run_id == runs.c.id, rows.c.op == op))
+    out = [{"id": i, "runs": n, "latest": last or "", "caliber": json.loads(cal)} for i, n, last, cal in conn.execute(q)]
+    return sorted(out, key=lambda c: (c["latest"], c["id"]), reverse=True)
+
+
+def _pick_caliber(cals: list[dict], want: int | None, op: str | None, device: str | None) -> dict:
+    where = "".join([f" of {op}" if op else "", f" on {device!r}" if device else ""])
+    if not cals:
+        raise UsageError(f"the store holds no runs{where}: import screens with opscreen store add RUN_DIR..."
+                         + (" (see opscreen store list for the ops and devices it has)" if where else ""))
+    if want is None:
+        return cals[0]
+    for c in cals:
+        if c["id"] == want:
+            return c
+    raise UsageError(f"--caliber {want}: no runs{where} of that caliber; the store has "
+                     + ", ".join(f"{c['id']} ({c['runs']} runs)" for c in cals))
+
+
+def _series(conn, cal_id: int, op: str | None, device: str | None, metric: str) -> tuple[list[dict], list[CaseHistory]]:
+    rq = sa.select(runs.c.id, runs.c.name, runs.c.started_at, runs.c.suite_commit, runs.c.device_name) \
+        .where(runs.c.caliber_id == cal_id).order_by(runs.c.started_at, runs.c.id)
+    if device is not None:
+        rq = rq.where(runs.c.device_name == device)
+    run_list = [dict(r._mapping) for r in conn.execute(rq)]
+    index = {r["id"]: i for i, r in enumerate(run_list)}
+    col = METRICS[metric][0]
+    cols = [rows.c.run_id, rows.c.op, rows.c.variant, rows.c.dtype, rows.c.shape, rows.c.test, rows.c.status,
+            rows.c[col], rows.c.torch_ms, rows.c.lib_ms, rows.c.torch_timer, rows.c.lib_timer,
+            rows.c.torch_noise_pct, rows.c.lib_noise_pct]
+    q = sa.select(*cols).join(runs, runs.c.id == rows.c.run_id).where(runs.c.caliber_id == cal_id)
+    if device is not None:
+        q = q.where(runs.c.device_name == device)
+    if op is not None:
+        q = q.where(rows.c.op == op)
+    cases: dict[tuple, CaseHistory] = {}
+    for r in conn.execute(q):
+        key = (r.op, r.variant or "", r.dtype, r.shape)
+        case = cases.get(key)
+        if case is None:
+            case = cases[key] = CaseHistory(op=r.op, variant=r.variant or "", dtype=r.dtype, shape=r.shape,
+                                            test=r.test, points=[])
+        v = r[7]
+        ok = r.status == "ok" and isinstance(v, (int, float)) and v > 0
+        case.points.append(Point(run=index[r.run_id], value=float(v) if ok else None, status=r.status,
+                                 noise_pct=_point_noise(r, metric)))
+        case.timing.append((r.torch_ms, r.lib_ms, r.torch_timer, r.lib_timer))
+    for case in cases.values():
+        case.points.sort(key=lambda p: p.run)
+    return run_list, sorted(cases.values(), key=CaseHistory.key)
+
+
+def _point_noise(r, metric: str) -> float | None:
+    """A run's noise of the metric, in percent: sqrt(torch² + lib²) for the speedup, lib's alone for lib_ms."""
+    lib, torch = r.lib_noise_pct, r.torch_noise_pct
+    if metric == "lib_ms":
+        return lib
+    return math.sqrt(lib ** 2 + torch ** 2) if lib is not None and torch is not None else None
+
+
+# ---------------------------------------------------------------- the noise model
+
+
+def case_band(case: CaseHistory, table: "_noise.FloorsTable | None", metric: str, k: float,
+              min_change: float) -> tuple[float, str, str | None]:
+    """The case's band (a fraction of ln), what set it, and its floors cell's label."""
+    timing = case.timing
+    groups = {_noise.timer_group(tt, lt) for _, _, tt, lt in timing if tt or lt}
+    group = groups.pop() if len(groups) == 1 else "mixed"
+    lats = [x for t, l, _, _ in timing for x in (t, l) if isinstance(x, (int, float)) and x > 0]
+    cands: list[tuple[float, str, str | None]] = [(min_change, "min-change", None)]
+    if lats:
+        cell = table.cell("rerun", group, min(lats)) if table is not None else None
+        basis = "floors"
+        if cell is None:
+            cell, basis = _noise.conservative().cell("rerun", group, min(lats)), "floors-default"
+        if cell is not None:
+            cands.append((cell.band(METRICS[metric][1]), basis, cell.label()))
+    noises = [p.noise_pct for p in case.points if p.noise_pct is not None and p.value is not None]
+    if noises:  # two runs' samples: k x sqrt(n_a² + n_b²), n the series' median noise
+        cands.append((k * math.sqrt(2.0) * statistics.median(noises) / 100.0, "samples", None))
+    return max(cands, key=lambda c: c[0])
+
+
+# ---------------------------------------------------------------- change points
+
+
+def _level(ys: list[float]) -> float:
+    return statistics.median(ys)
+
+
+def _segments(ys: list[float]) -> list[list[int]]:
+    """asv's segments of ``ys`` (positions into it), in order."""
+    from asv.step_detect import detect_steps
+
+    return [list(range(l, r)) for l, r, *_ in detect_steps(ys)]
+
+
+def _merge_once(segs: list[list[int]], ys: list[float], band: float, min_size: int) -> bool:
+    """Merge the boundary least worth keeping: a step within the band (the smallest first),
+    else an inner segment shorter than ``min_size`` into its closer neighbour."""
+    levels = [_level([ys[i] for i in s]) for s in segs]
+    steps = [(abs(levels[j + 1] - levels[j]), j) for j in range(len(segs) - 1)]
+    small = [(d, j) for d, j in steps if d <= band]
+    if small:
+        _, j = min(small)
+    else:
+        short = [j for j, s in enumerate(segs[:-1]) if len(s) < min_size]
+        if not short or len(segs) < 2:
+            return False
+        i = short[0]
+        if i == 0:
+            j = 0
+        else:
+            left = abs(levels[i] - levels[i - 1])
+            right = abs(levels[i + 1] - levels[i]) if i + 1 < len(segs) else math.inf
+            j = i - 1 if left <= right else i
+    segs[j:j + 2] = [segs[j] + segs[j + 1]]
+    return True
+
+
+def detect(case: CaseHistory, runs_: list[dict], metric: str, band: float, basis: str, cell: str | None,
+           min_size: int = DEFAULT_MIN_SIZE) -> list[ChangePoint]:
+    """The change points of one case's series (see the module's docstring)."""
+    pts = [p for p in case.points if p.value is not None]
+    if len(pts) < 2:
+        return []
+    ys = [math.log(p.value) for p in pts]
+    segs = _segments(ys)
+    while len(segs) > 1 and _merge_once(segs, ys, band, min_size):
+        pass
+    out = []
+    sign = METRICS[metric][2]
+    for a, b in zip(segs, segs[1:]):
+        la, lb = _level([ys[i] for i in a]), _level([ys[i] for i in b])
+        ya, yb = [ys[i] for i in a], [ys[i] for i in b]
+        sep = max(ya) < min(yb) if lb > la else min(ya) > max(yb)
+        first, last = pts[b[0]], pts[a[-1]]
+        out.append(ChangePoint(
+            at=first.run, before_commit=runs_[last.run]["suite_commit"], after_commit=runs_[first.run]["suite_commit"],
+            before=math.exp(la), after=math.exp(lb), step=math.expm1(lb - la),
+            direction="faster" if (lb - la) * sign > 0 else "slower", band=band, basis=basis, cell=cell,
+            n_before=len(a), n_after=len(b), separated=sep, pending=b is segs[-1] and len(b) < min_size))
+    return out
+
+
+def _moves(case: CaseHistory, band: float, metric: str) -> list[int]:
+    """Per consecutive pair of runs that hold the case: +1 faster (or passing again after
+    it failed), -1 slower (or failing), 0 within the band (or nothing to compare)."""
+    sign = METRICS[metric][2]
+    out = []
+    for a, b in zip(case.points, case.points[1:]):
+        if a.value is not None and b.value is not None:
+            d = math.log(b.value / a.value) * sign
+            out.append(1 if d > band + 1e-12 else -1 if d < -band - 1e-12 else 0)
+        elif a.value is not None and b.status == "failed":
+            out.append(-1)
+        elif a.status == "failed" and b.value is not None:
+            out.append(1)
+        else:
+            out.append(0)
+    return out
+
+
+def _flips(moves: list[int]) -> int:
+    signs = [m for m in moves if m]
+    return sum(1 for a, b in zip(signs, signs[1:]) if a != b)
+
+
+def load_history(store: Store, op: str | None, device: str | None, *, caliber: int | None = None,
+                 metric: str = "speedup", k: float = DEFAULT_K, min_change: float = DEFAULT_MIN_CHANGE,
+                 min_size: int = DEFAULT_MIN_SIZE, table: "_noise.FloorsTable | None | bool" = True) -> History:
+    """The history of ``op`` (every op: None) on ``device`` (the store's latest: None), one caliber."""
+    with store.read() as conn:
+        cals = _calibers(conn, op, device)
+        chosen = _pick_caliber(cals, caliber, op, device)
+        run_list, cases = _series(conn, chosen["id"], op, device, metric)
+    dev = device or chosen["caliber"].get("device_name")
+    if table is True:
+        table = _noise.find(dev)
+    table = table or None
+    for case in cases:
+        case.band, case.basis, case.cell = case_band(case, table, metric, k, min_change)
+        case.moves = _moves(case, case.band, metric)
+        case.flips = _flips(case.moves)
+        case.changes = detect(case, run_list, metric, case.band, case.basis, case.cell, min_size)
+    return History(caliber_id=chosen["id"], caliber=chosen["caliber"], device=dev, metric=metric, runs=run_list,
+                   cases=cases, table=table.name if table is not None else "conservative default",
+                   other_calibers=[c for c in cals if c["id"] != chosen["id"]])
+
+
+# ---------------------------------------------------------------- text output
+
+
+def _short(commit: str | None) -> str:
+    return (commit or "?")[:12]
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.4g}" if v < 1e-3 or v >= 1e4 else f"{v:.3f}" if v < 100 else f"{v:.1f}"
+
+
+def series_text(case: CaseHistory) -> str:
+    """The case's values in run order: ``|`` before a change point's first run, ``F`` failed,
+    ``.`` a row without a value; runs that do not hold the case are left out."""
+    cuts = {c.at for c in case.changes}
+    out = []
+    for p in case.points:
+        if p.run in cuts:
+            out.append("|")
+        out.append(_fmt(p.value) if p.value is not None else "F" if p.status == "failed" else ".")
+    return " ".join(out)
+
+
+def _head(h: History, op: str | None) -> list[str]:
+    cal = h.caliber
+    parts = ", ".join(f"{k} {cal[k]}" for k in ("timer", "level", "shape_mode", "isolation", "use_flagtune")
+                      if cal.get(k) not in (None, ""))
+    span = f", {h.runs[0]['started_at']} .. {h.runs[-1]['started_at']}" if h.runs else ""
+    metric = "speedup (torch / library: higher is faster)" if h.metric == "speedup" else "lib_ms (lower is faster)"
+    L = [f"history of {op or 'every op'} on {h.device or '?'}: {len(h.runs)} runs of caliber {h.caliber_id} "
+         f"({parts}){span}",
+         f"metric {metric}; bands: floors table {h.table!r}, history rerun (a step within a case's band is no change)"]
+    if h.other_calibers:
+        L.append("other calibers in the store: " + ", ".join(f"{c['id']} ({c['runs']} runs)" for c in h.other_calibers)
+                 + "; pick one with --caliber ID")
+    return L
+
+
+def _runs_table(h: History):
+    t = table("#>", "commit", "started", "run")
+    for i, r in enumerate(h.runs):
+        t.row(i, _short(r["suite_commit"]), r["started_at"] or "", r["name"])
+    return t
+
+
+def _changes_table(cases: list[CaseHistory]):
+    t = table("op", "dtype", "shape", "commits", "step>", "direction", "evidence")
+    for c in cases:
+        for ch in c.changes:
+            t.row(c.op + (f" ({c.variant})" if c.variant else ""), c.dtype, c.shape,
+                  f"{_short(ch.before_commit)}..{_short(ch.after_commit)}", f"{ch.step * 100:+.1f}%",
+                  ch.direction + (" (pending)" if ch.pending else ""), ch.evidence())
+    return t
+
+
+def format_history(h: History, op: str | None, *, show_all: bool = False) -> str:
+    """The history as text: head, runs, series (every case with ``op`` or ``show_all``, else
+    the cases with change points or flips), change points, flaky cases."""
+    L: list = _head(h, op)
+    L += ["", "runs (the series' values are in this order):", _runs_table(h)]
+    changed = [c for c in h.cases if c.changes and not c.flaky]
+    flaky = [c for c in h.cases if c.flaky]
+    shown = h.cases if (op or show_all) else [c for c in h.cases if c.changes or c.flaky]
+    L += ["", f"series: {len(h.cases)} cases" + ("" if shown is h.cases else
+          f", {len(shown)} shown (those with change points or flaky; --all shows every case)")
+          + " ('|' a change point, 'F' failed, '.' no value)"]
+    t = table("op", "dtype", "shape", "band>", "values")
+    for c in shown:
+        t.row(c.op + (f" ({c.variant})" if c.variant else ""), c.dtype, c.shape, f"±{c.band * 100:.2f}%",
+              series_text(c))
+    if shown:
+        L.append(t)
+    n = sum(len(c.changes) for c in changed)
+    L += ["", f"change points: {n} in {len(changed)} cases" + (":" if n else "")]
+    if n:
+        L.append(_changes_table(changed))
+    L += ["", f"flaky: {len(flaky)} cases whose verdict between consecutive runs flips back and forth "
+          f"(at least {FLAKY_FLIPS} reversals; their steps are not reported as changes)" + (":" if flaky else "")]
+    if flaky:
+        ft = table("op", "dtype", "shape", "flips>", "moves")
+        for c in flaky:
+            ft.row(c.op, c.dtype, c.shape, c.flips, " ".join({1: "+", -1: "-", 0: "0"}[m] for m in c.moves))
+        L.append(ft)
+    return to_text(L)
