@@ -198,3 +198,26 @@ def test_provenance_is_recorded_and_a_replay_takes_the_recorded_values(cli, tmp_
     assert (rec["timeout"], rec["dtypes"], rec["grace"]) == (120.0, ["float32"], 3.0)
     assert {k: rec["provenance"][k] for k in ("timeout", "dtypes", "grace", "replay_from")} == {
         "timeout": "recorded", "dtypes": "recorded", "grace": "flag", "replay_from": "flag"}
+
+
+def test_the_folders_come_from_the_given_mapping_and_a_relative_xdg_value_is_ignored(monkeypatch, tmp_path):
+    """cache_root, data_root, floors_dir and store_db read the mapping they are given, never
+    os.environ; their Linux folders are the documented ones; a relative XDG value (which the
+    XDG spec calls invalid, and which a child running in the suite's folder would read as
+    another folder) falls back to the default instead of naming a folder under the cwd."""
+    home = str(tmp_path / "home")
+    monkeypatch.setenv("HOME", home)
+    for key in ("XDG_CACHE_HOME", "XDG_DATA_HOME"):
+        monkeypatch.setenv(key, "/from/os/environ")  # not in the mapping: not read
+    folders = (S.cache_root, S.data_root, S.floors_dir, S.store_db)
+    assert [f({}) for f in folders] == [
+        f"{home}/.cache/opscreen", f"{home}/.local/share/opscreen", f"{home}/.local/share/opscreen/floors",
+        f"sqlite:///{home}/.local/share/opscreen/store.sqlite"]
+    xdg = {"XDG_CACHE_HOME": "/x/cache", "XDG_DATA_HOME": "/x/data"}
+    assert [f(xdg) for f in folders] == [
+        "/x/cache/opscreen", "/x/data/opscreen", "/x/data/opscreen/floors", "sqlite:////x/data/opscreen/store.sqlite"]
+    own = {**xdg, "OPSCREEN_CACHE_DIR": "/o/c", "OPSCREEN_FLOORS_DIR": "/o/f", "OPSCREEN_DB": "sqlite:////o/db"}
+    assert [f(own) for f in folders] == ["/o/c", "/x/data/opscreen", "/o/f", "sqlite:////o/db"]
+    relative = {"XDG_CACHE_HOME": "cache", "XDG_DATA_HOME": "./data"}
+    assert [f(relative) for f in folders] == [f({}) for f in folders]
+    assert S.kernel_caches(relative)["triton"]["dir"] == f"{home}/.cache/opscreen/triton"

@@ -324,12 +324,25 @@ CACHE_DIR_ENV = "OPSCREEN_CACHE_DIR"
 KERNEL_CACHES = MappingProxyType({"triton": "TRITON_CACHE_DIR", "flaggems": "FLAGGEMS_CACHE_DIR"})
 
 
+# These folders are computed here, not by platformdirs: its user_cache_dir and user_data_dir
+# read os.environ, not the mapping these functions are given, and name the same folders on
+# Linux (why, in full: docs/install.md, "Runtime dependencies"). The one rule of its XDG
+# handling that matters here is kept: a relative XDG value is ignored (xdg_home).
+
+
+def xdg_home(environ: Mapping[str, str], key: str, *default: str) -> str:
+    """``environ[key]`` (an XDG base directory) when it is an absolute path, else
+    ``~/<default>``: the XDG Base Directory spec (and platformdirs) ignore a relative value,
+    which would name another folder for a child that runs in the suite's directory."""
+    value = environ.get(key) or ""
+    return value if os.path.isabs(value) else os.path.join(os.path.expanduser("~"), *default)
+
+
 def cache_root(environ: Mapping[str, str]) -> str:
     """``$OPSCREEN_CACHE_DIR``, else ``$XDG_CACHE_HOME/opscreen``, else ``~/.cache/opscreen``."""
     if environ.get(CACHE_DIR_ENV):
         return environ[CACHE_DIR_ENV]
-    base = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "opscreen")
+    return os.path.join(xdg_home(environ, "XDG_CACHE_HOME", ".cache"), "opscreen")
 
 
 FLOORS_DIR_ENV = "OPSCREEN_FLOORS_DIR"
@@ -338,8 +351,7 @@ FLOORS_DIR_ENV = "OPSCREEN_FLOORS_DIR"
 def data_root(environ: Mapping[str, str]) -> str:
     """opscreen's data (floors tables, the results store): ``$XDG_DATA_HOME/opscreen``, else
     ``~/.local/share/opscreen``."""
-    base = environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return os.path.join(base, "opscreen")
+    return os.path.join(xdg_home(environ, "XDG_DATA_HOME", ".local", "share"), "opscreen")
 
 
 def floors_dir(environ: Mapping[str, str]) -> str:

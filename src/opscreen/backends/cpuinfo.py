@@ -5,8 +5,12 @@ was one device name and two CPU models compared as the same device. The name com
 from ``/proc/cpuinfo`` (``model name`` on x86, ``Model``/``Hardware``/``cpu model`` on
 other architectures), then ``lscpu`` (which names ARM cores, ``Neoverse-V2``, where
 the kernel lists only part numbers), then ``platform.processor()``/``machine()``.
-Standard library only (py-cpuinfo would answer the same from the same sources, plus
-CPUID, for a dependency).
+Standard library only, on purpose: py-cpuinfo (9.0.0) reads the same sources
+(``/proc/cpuinfo``, ``lscpu``) among others (CPUID, dmesg, sysctl, ...) and gave this
+host the same name, but its ``get_cpu_info()`` runs the whole probe in a new Python
+process and took 1.18-1.20 s a call on a 2-core AMD EPYC host, against 0.6-0.7 ms here
+(three runs each). The name is read once per harness process (``opscreen devices``,
+``run``, each op's identity), so every command would pay that second for no other name.
 """
 
 from __future__ import annotations

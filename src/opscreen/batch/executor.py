@@ -23,7 +23,11 @@ stdin closed, the group killed on timeout or stop.
 This module also holds the leftover reaper: every child of a batch run carries
 ``OPSCREEN_BATCH_RUN=<run dir>`` in its environment (and so do its
 grandchildren), so a runner restarted after a SIGKILL can find and kill what its
-predecessor left behind before it clears partial output.
+predecessor left behind before it clears partial output. The processes come from
+psutil (their environment, parent and start time), not from walking ``/proc`` by hand:
+a leftover is a :class:`psutil.Process`, known by its pid and start time, so a pid
+that another process took after the scan is not killed, and the scan works wherever
+psutil reads a process's environment (Linux and macOS, not only a Linux ``/proc``).
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
+
+import psutil
 
 from ..op.scratch import RUN_MARK
 from .lanes import LaneRunner, RunnerFactory
@@ -198,52 +204,42 @@ class LocalExecutor:
 
 
 def _ancestors() -> set[int]:
+    """This process and its ancestors (init aside): never leftovers."""
     pids = {os.getpid()}
-    pid = os.getpid()
-    for _ in range(64):
-        ppid = _parent(pid)
-        if ppid is None or ppid <= 1 or ppid in pids:
-            break
-        pids.add(ppid)
-        pid = ppid
+    proc = psutil.Process()
+    try:  # parent() checks that the parent started before its child (a reused pid is no parent)
+        while (proc := proc.parent()) is not None and proc.pid > 1 and proc.pid not in pids and len(pids) < 64:
+            pids.add(proc.pid)
+    except psutil.Error:  # an ancestor exited during the walk: the ones above it are no longer ours
+        pass
     return pids
 
 
-def _parent(pid: int) -> int | None:
-    """``pid``'s parent pid (Linux /proc), None when it cannot be read."""
+def _parent(proc: psutil.Process) -> int | None:
+    """``proc``'s parent pid, None when it cannot be read (gone)."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-        return int(stat[stat.rindex(b")") + 2 :].split()[1])
-    except (OSError, ValueError, IndexError):
+        return proc.ppid()
+    except psutil.Error:
         return None
 
 
-def marked_pids(key: str, value: str | Callable[[str], bool]) -> list[int]:
-    """Pids (other than this process and its ancestors) whose environment holds
-    ``key=value`` (or ``key=v`` with ``value(v)`` true when ``value`` is a
-    predicate). Linux /proc only; elsewhere an empty list."""
-    prefix = f"{key}=".encode()
+def marked(key: str, value: str | Callable[[str], bool]) -> list[psutil.Process]:
+    """Processes (other than this one and its ancestors) whose environment holds
+    ``key=value`` (or ``key=v`` with ``value(v)`` true when ``value`` is a predicate).
+    A process that exits during the scan, a zombie (its environment is gone) and
+    another user's process (not readable) are not in the list."""
     match = value if callable(value) else (lambda v, _want=value: v == _want)
-    if not os.path.isdir("/proc"):
-        return []
     skip = _ancestors()
-    found: list[int] = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        pid = int(name)
-        if pid in skip:
+    found: list[psutil.Process] = []
+    for proc in psutil.process_iter():
+        if proc.pid in skip:
             continue
         try:
-            with open(f"/proc/{pid}/environ", "rb") as fh:
-                env = fh.read()
-        except OSError:
+            env = proc.environ()
+        except psutil.Error:  # NoSuchProcess (ZombieProcess is one), AccessDenied
             continue
-        for entry in env.split(b"\0"):
-            if entry.startswith(prefix) and match(os.fsdecode(entry[len(prefix) :])):
-                found.append(pid)
-                break
+        if key in env and match(env[key]):
+            found.append(proc)
     return found
 
 
@@ -260,44 +256,44 @@ def same_dir(a: str, b: str) -> bool:
 
 def reap_leftovers(run_dir: str, timeout: float = 5.0) -> list[int]:
     """SIGKILL every process a previous runner of ``run_dir`` left behind (its
-    children carry ``OPSCREEN_BATCH_RUN=<run dir>``); wait until they are gone.
+    children carry ``OPSCREEN_BATCH_RUN=<run dir>``) and its process group; wait
+    until they are gone.
 
     The marker is compared by the directory it names, not by its spelling: a
     runner started with ``--out LINK`` and a resume with ``--out REAL`` (or the
     other way round) are the same run dir. This runner's own children (the warm worker
-    its preflight left for a lane) are not leftovers."""
+    its preflight left for a lane) are not leftovers. A leftover is known by its pid
+    and start time: one that exits after the scan, its pid taken by another process,
+    is neither killed nor waited for."""
     me = os.getpid()
-    pids = [p for p in marked_pids(MARK_ENV, lambda value: same_dir(value, run_dir)) if _parent(p) != me]
+    procs = [p for p in marked(MARK_ENV, lambda value: same_dir(value, run_dir)) if _parent(p) != me]
     own_group = os.getpgrp()
-    for pid in pids:
+    for proc in procs:
+        if not proc.is_running():  # gone, or its pid is another process's now
+            continue
         try:
-            pgid = os.getpgid(pid)
+            pgid = os.getpgid(proc.pid)
             if pgid != own_group:
                 os.killpg(pgid, signal.SIGKILL)
         except OSError:
             pass
         try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
+            proc.kill()  # checks the start time again
+        except psutil.Error:
             pass
     deadline = time.monotonic() + timeout
-    while pids and time.monotonic() < deadline:
-        alive = [p for p in pids if _alive(p)]
-        if not alive:
+    while procs and time.monotonic() < deadline:
+        if not any(_alive(p) for p in procs):
             break
         time.sleep(0.05)
-    return pids
+    return [p.pid for p in procs]
 
 
-def _alive(pid: int) -> bool:
-    """True while ``pid`` exists and is not a zombie."""
+def _alive(proc: psutil.Process) -> bool:
+    """True while ``proc`` runs: not gone, its pid not another process's, not a zombie."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            data = fh.read()
-        return data[data.rindex(b")") + 2 : data.rindex(b")") + 3] != b"Z"
-    except (OSError, ValueError):
-        try:
-            os.kill(pid, 0)
-        except OSError:
-            return False
+        return proc.is_running() and proc.status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+    except psutil.NoSuchProcess:  # ZombieProcess too
+        return False
+    except psutil.AccessDenied:
         return True
