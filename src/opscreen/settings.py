@@ -316,6 +316,31 @@ def worker_bounds(environ: Mapping[str, str]) -> dict[str, float]:
     return {key: positive_env(env, default, environ) for key, (env, default) in WORKER_BOUNDS.items()}
 
 
+#: The harness's device telemetry (opscreen.op.telemetry, docs/telemetry.md): milliseconds between
+#: two readings of the device's clocks, power, temperature and clock-event reasons while an op's
+#: child runs (NVML or amdsmi, from a thread of the harness, never inside the child); 0 turns the
+#: sampling off (the device's state is still read once per op). 50 ms is a few library calls
+#: twenty times a second, and still 20 readings in a measurement of one second.
+TELEMETRY_MS = ("OPSCREEN_TELEMETRY_MS", 50.0)
+TELEMETRY_MAX_MS = 60000.0
+
+
+def telemetry_interval_ms(environ: Mapping[str, str]) -> float:
+    """:data:`TELEMETRY_MS` from ``environ``: 0 (off) or 1 to 60000 ms; another value is one line."""
+    name, default = TELEMETRY_MS
+    text = (environ.get(name) or "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not (value == 0 or 1 <= value <= TELEMETRY_MAX_MS):
+        raise UsageError(f"{name}={text!r} is neither 0 (off) nor a number of milliseconds from 1 to "
+                         f"{TELEMETRY_MAX_MS:g}; set one (default {default:g}) or unset it")
+    return value
+
+
 #: The root of opscreen's caches (the marker scan's, and the kernel caches' default).
 CACHE_DIR_ENV = "OPSCREEN_CACHE_DIR"
 #: Kernel caches every child gets: name -> the environment variable the library reads.
@@ -555,6 +580,10 @@ SETTINGS: tuple[Setting, ...] = (
             env_commands=(RUN,), default=(), check=_names, key="ray_env", empty="give variable names such as MY_VAR,MY_PREFIX_*"),
     Setting("steal", ("--steal",), "idle devices take queued ops from the busiest (default)", commands=(RUN,),
             default=True, key="steal", negative="--no-steal", argparse=_m(action="store_true")),
+    Setting("placement_shift", ("--placement-shift",), "place each op K devices along from its hashed device "
+            "(default {default}); opscreen calibrate screens its second fresh-process run with 1, so that every op "
+            "of it runs on another chip than in the first", commands=(RUN,), default=0,
+            check=_at_least_zero("{name} must be >= 0"), key="placement_shift", argparse=_m(type=int, metavar="K")),
     # runs to continue or repeat
     Setting("replay_from", ("--replay-from",), {
         OP: "an earlier op output dir: run again with its recorded settings (default $REPLAY_FROM)",
