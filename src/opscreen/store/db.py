@@ -140,8 +140,12 @@ def _db_errors(url: str) -> Iterator[None]:
         yield
     except DBAPIError as exc:
         first = (str(exc.orig) if exc.orig is not None else str(exc)).strip().splitlines() or [type(exc).__name__]
-        hint = ("is it a store that opscreen store add made?" if url.startswith("sqlite") else
-                "check the URL, that the database server runs and that you may write there")
+        if "locked" in first[0]:
+            hint = "another process held the store's write lock for over 2 minutes; try again"
+        elif url.startswith("sqlite"):
+            hint = "is it a store that opscreen store add made?"
+        else:
+            hint = "check the URL, that the database server runs and that you may write there"
         raise UsageError(f"--db {url}: {first[0]} ({hint})") from None
 
 
@@ -151,7 +155,7 @@ def normalize_url(text: str) -> str:
         return "sqlite:///" + os.path.abspath(os.path.expanduser(text))
     try:
         url = make_url(text)
-    except ArgumentError:
+    except (ArgumentError, ValueError):  # ValueError: a port that is no number
         raise UsageError(f"--db {shown(text)}: not a database URL (sqlite:///PATH, or "
                          "postgresql://USER@HOST/DB)") from None
     if url.drivername in ("postgresql", "postgres"):

@@ -1,0 +1,185 @@
+"""opscreen history (src/opscreen/store/history.py): a known step is found at its commit, a flat
+noisy series has no change point, a step within the case's floors band is no change, a case that
+flips back and forth is flaky, a step at the last run is pending; the command's output and its
+bad input. On SQLite and PostgreSQL for the store-reading path, SQLite for the rest."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from opscreen.results import noise
+from opscreen.store.db import open_store
+from opscreen.store.history import load_history, series_text
+from opscreen.store.importer import add_runs
+from storesynth import commit, db_url, floors_table, pg_server, screens  # noqa: F401  (fixtures)
+
+CASE = ("abs", "float16", 1)  # (op, dtype, shape index) that the steps are injected into
+
+
+def step_at(at: int, factor: float, case=CASE):
+    """The library's latency times ``factor`` from run ``at`` on, in ``case`` only."""
+    def f(i, op, dtype, si):
+        return factor if (op, dtype, si) == case and i >= at else 1.0
+    return f
+
+
+def history(tmp_path, runs, rms=None, url=None, **kw):
+    url = url or f"sqlite:///{tmp_path / 'h.sqlite'}"
+    store = open_store(url, create=True)
+    try:
+        add_runs(store, map(str, runs))
+        table = noise.load(floors_table(tmp_path / f"floors-{rms}.json", rms)) if rms is not None else None
+        return load_history(store, kw.pop("op", None), None, table=table, **kw)
+    finally:
+        store.close()
+
+
+def test_a_known_step_is_found_at_its_commit(tmp_path, db_url):
+    runs = screens(tmp_path, 10, factor=step_at(6, 1.08))  # the library 8 % slower from commit 6 on
+    h = history(tmp_path, runs, rms=0.006, url=db_url)  # bands 3.25 x 0.6 % = 1.95 %
+    changed = [c for c in h.cases if c.changes]
+    assert len(changed) == 1, [(c.key(), series_text(c)) for c in changed]
+    c = changed[0]
+    assert (c.op, c.dtype) == CASE[:2] and not c.flaky
+    (ch,) = c.changes
+    assert (ch.before_commit, ch.after_commit) == (commit(5), commit(6))
+    assert ch.direction == "slower" and not ch.pending and ch.separated
+    assert ch.step == pytest.approx(1 / 1.08 - 1, abs=0.006)
+    assert (ch.n_before, ch.n_after) == (6, 4)
+    assert ch.basis == "floors" and ch.band == pytest.approx(noise.t_critical(9) * 0.006)
+    assert "6 runs at" in ch.evidence() and "the band ±1.95%" in ch.evidence()
+
+
+def test_a_flat_noisy_series_has_no_change_point(tmp_path):
+    # nothing injected; each run's latency off by 0.42 %, so two runs differ by 0.6 % rms: the table's
+    runs = screens(tmp_path, 14, noise_sd=0.006 / math.sqrt(2), seed=3)
+    h = history(tmp_path, runs, rms=0.006)
+    assert len(h.cases) >= 20
+    assert [c.key() for c in h.cases if c.changes] == []
+    assert [c.key() for c in h.cases if c.flaky] == []
+    # the same series judged by a band six times too narrow (no minimum change, the samples'
+    # noise hardly counted): its noise reads as steps and flips
+    (tmp_path / "narrow").mkdir()
+    narrow = history(tmp_path / "narrow", runs, rms=0.001, min_change=0.0, k=0.1)
+    assert sum(1 for c in narrow.cases if c.changes or c.flaky) >= 5
+
+
+def test_a_step_within_the_band_is_no_change(tmp_path):
+    runs = screens(tmp_path, 10, factor=step_at(5, 1.03), noise_sd=0.002)  # 3 % slower from commit 5
+    narrow = history(tmp_path, runs, rms=0.003)  # band 0.98 %: the step is beyond it
+    assert [(c.op, c.dtype) for c in narrow.cases if c.changes] == [CASE[:2]]
+    wide = history(tmp_path, runs, rms=0.012)  # band 3.9 %: the same step is within it
+    assert [c.key() for c in wide.cases if c.changes] == []
+    # the case's series is the same in both: only the noise model differs
+    a = next(c for c in narrow.cases if c.changes)
+    b = next(c for c in wide.cases if c.key() == a.key())
+    assert [p.value for p in a.points] == [p.value for p in b.points]
+
+
+def test_a_case_that_flips_back_and_forth_is_flaky(tmp_path):
+    def flip(i, op, dtype, si):
+        return 1.10 if (op, dtype, si) == CASE and i % 2 else 1.0  # 10 % slower on every odd commit
+    runs = screens(tmp_path, 10, factor=flip)
+    h = history(tmp_path, runs, rms=0.006)
+    flaky = [c for c in h.cases if c.flaky]
+    assert [(c.op, c.dtype) for c in flaky] == [CASE[:2]]
+    assert flaky[0].flips == 8 and flaky[0].moves == [-1, 1] * 4 + [-1]
+    assert [c.key() for c in h.cases if c.changes and not c.flaky] == []
+
+
+def test_a_step_and_its_revert_are_two_change_points_not_flaky(tmp_path):
+    def revert(i, op, dtype, si):
+        return 1.08 if (op, dtype, si) == CASE and 4 <= i < 8 else 1.0
+    h = history(tmp_path, screens(tmp_path, 12, factor=revert), rms=0.006)
+    (c,) = [c for c in h.cases if c.changes]
+    assert not c.flaky and c.flips == 1
+    assert [(ch.after_commit, ch.direction) for ch in c.changes] == [(commit(4), "slower"), (commit(8), "faster")]
+
+
+def test_a_step_at_the_last_run_is_pending(tmp_path):
+    h = history(tmp_path, screens(tmp_path, 8, factor=step_at(7, 0.90)), rms=0.006)  # 10 % faster at the last
+    (c,) = [c for c in h.cases if c.changes]
+    (ch,) = c.changes
+    assert ch.pending and ch.direction == "faster" and ch.after_commit == commit(7)
+    assert "pending: 1 run after it" in ch.evidence()
+
+
+def test_one_odd_run_inside_the_series_is_an_outlier(tmp_path):
+    def spike(i, op, dtype, si):
+        return 1.15 if (op, dtype, si) == CASE and i == 4 else 1.0
+    h = history(tmp_path, screens(tmp_path, 10, factor=spike), rms=0.006)
+    assert [c.key() for c in h.cases if c.changes] == []
+
+
+def test_the_lib_ms_metric_calls_a_slower_library_slower(tmp_path):
+    h = history(tmp_path, screens(tmp_path, 8, factor=step_at(4, 1.10)), rms=0.006, metric="lib_ms")
+    (c,) = [c for c in h.cases if c.changes]
+    (ch,) = c.changes
+    assert ch.direction == "slower" and ch.step == pytest.approx(0.10, abs=0.01)
+
+
+def test_without_a_table_the_conservative_default_decides(tmp_path):
+    h = history(tmp_path, screens(tmp_path, 8, factor=step_at(4, 1.25)))
+    assert h.table == "conservative default"
+    (c,) = [c for c in h.cases if c.changes]
+    assert c.basis == "floors-default"
+    cell = noise.conservative().cell("rerun", "graph", 0.0)
+    assert c.band >= min(x.band() for x in noise.conservative().cells if x.history == "rerun") and cell is not None
+
+
+def test_history_cli_prints_series_change_points_and_json(tmp_path, cli):
+    runs = screens(tmp_path, 8, factor=step_at(5, 1.10))
+    url = f"sqlite:///{tmp_path / 'c.sqlite'}"
+    assert cli("store", "add", *runs, "--db", url).returncode == 0
+    floors = floors_table(tmp_path / "f.json", 0.006)
+    res = cli("history", "abs", "--db", url, "--floors", floors)
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    assert "8 runs of caliber 1" in out and "on Synthetic GPU" in out
+    assert f"{commit(4)[:12]}..{commit(5)[:12]}" in out and "slower" in out
+    assert "change points: 1 in 1 cases" in out and " | " in out  # the series marks it
+    every = cli("history", "--db", url, "--floors", floors)
+    assert "shown (those with change points or flaky" in every.stdout
+    js = json.loads(cli("history", "abs", "--db", url, "--floors", floors, "--json").stdout)
+    (case,) = [c for c in js["cases"] if c["changes"]]
+    assert case["changes"][0]["after_commit"] == commit(5) and "evidence" in case["changes"][0]
+    assert len(js["runs"]) == 8 and "timing" not in case
+
+
+@pytest.mark.parametrize("args, says", [
+    (("nosuch",), "the store holds no runs of nosuch"),
+    (("--device", "Other GPU"), "no runs on 'Other GPU'"),
+    (("--caliber", "9"), "--caliber 9: no runs"),
+    (("--min-size", "0"), "--min-size 0"),
+    (("--min-change", "x"), "not a percentage"),
+])
+def test_history_bad_input_is_one_line_exit_2(tmp_path, cli, args, says):
+    url = f"sqlite:///{tmp_path / 'b.sqlite'}"
+    assert cli("store", "add", *screens(tmp_path, 2), "--db", url).returncode == 0
+    res = cli("history", *args, "--db", url)
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert says in res.stderr
+
+
+def test_calibers_are_kept_apart(tmp_path):
+    a = screens(tmp_path / "a", 4, caliber={"level": "core"})
+    b = screens(tmp_path / "b", 3, caliber={"level": "comprehensive"}, first=10)
+    url = f"sqlite:///{tmp_path / 'k.sqlite'}"
+    store = open_store(url, create=True)
+    add_runs(store, map(str, a + b))
+    latest = load_history(store, "abs", None)
+    assert len(latest.runs) == 3 and latest.caliber["level"] == "comprehensive"
+    assert [c["runs"] for c in latest.other_calibers] == [4]
+    older = load_history(store, "abs", None, caliber=latest.other_calibers[0]["id"])
+    store.close()
+    assert len(older.runs) == 4 and {r["suite_commit"] for r in older.runs} == {commit(i) for i in range(4)}
+
+
+def test_the_noise_model_band_is_the_cells(tmp_path):
+    """The band a case gets is its floors cell's at one process per side (compare's), not narrower."""
+    h = history(tmp_path, screens(tmp_path, 4), rms=0.02)
+    assert {round(c.band, 9) for c in h.cases if c.basis == "floors"} == {round(noise.t_critical(9) * 0.02, 9)}
+    assert math.isclose(noise.t_critical(9), 3.25, abs_tol=0.01)

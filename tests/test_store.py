@@ -1,0 +1,221 @@
+"""The results store (opscreen store add/list; src/opscreen/store/): every row of a run once,
+idempotent imports, concurrent imports from several processes, bad input, the schema's
+version; each on SQLite and on a throwaway PostgreSQL server (tests/pgserver.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from opscreen import contracts
+from opscreen.results.summary import COLUMNS, RUN_COLUMNS, build_summary
+from opscreen.store import db as store_db
+from opscreen.store.db import open_store
+from storesynth import commit, db_url, pg_server, screens  # noqa: F401  (fixtures)
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
+
+
+def counts(url: str) -> tuple[int, int]:
+    store = open_store(url, create=False)
+    try:
+        with store.read() as conn:
+            n_runs = conn.execute(sa.select(sa.func.count()).select_from(store_db.runs)).scalar_one()
+            n_rows = conn.execute(sa.select(sa.func.count()).select_from(store_db.rows)).scalar_one()
+    finally:
+        store.close()
+    return n_runs, n_rows
+
+
+def one_line_exit_2(res) -> str:
+    assert res.returncode == 2, res.stdout + res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+    return lines[0]
+
+
+def test_add_imports_every_row_with_its_run(tmp_path, db_url, cli):
+    runs = screens(tmp_path, 2)
+    res = cli("store", "add", *runs, "--db", db_url)
+    assert res.returncode == 0, res.stderr
+    assert "2 runs added" in res.stdout
+    want = [build_summary(r) for r in runs]
+    assert counts(db_url) == (2, sum(len(s.rows) for s in want))
+    store = open_store(db_url, create=False)
+    with store.read() as conn:
+        got = conn.execute(sa.select(store_db.runs).order_by(store_db.runs.c.started_at)).all()
+        rows = conn.execute(sa.select(store_db.rows).where(store_db.rows.c.run_id == got[0].id)).all()
+        cal = json.loads(conn.execute(sa.select(store_db.calibers.c.caliber)).scalar_one())
+    store.close()
+    assert [g.suite_commit for g in got] == [commit(0), commit(1)]
+    assert [g.started_at for g in got] == [s.identity["started_at"] for s in want]
+    assert {g.device_name for g in got} == {"Synthetic GPU"} and cal["timer"] == "graph"
+    assert json.loads(got[0].identity)["host"] == "synth"
+    # the rows are the summary's, cell for cell (the run's own columns live in runs)
+    def key(r):
+        return (r["op"], r["variant"] or "", r["dtype"], r["shape"])
+    mine = {key(dict(zip(COLUMNS, r))): dict(zip(COLUMNS, r)) for r in want[0].rows}
+    assert len(rows) == len(mine)
+    for r in rows:
+        m = r._mapping
+        ref = mine[key(m)]
+        for c in store_db.ROW_COLUMNS:
+            want_c = ref[c]
+            if c == "variant":
+                want_c = want_c or ""
+            elif c == "truncated":
+                want_c = bool(want_c)
+            elif c in ("device", "test") and want_c is not None:
+                want_c = str(want_c)
+            assert m[c] == want_c, (c, m[c], want_c)
+
+
+def test_importing_twice_adds_nothing(tmp_path, db_url, cli):
+    runs = screens(tmp_path, 2)
+    assert cli("store", "add", runs[0], "--db", db_url).returncode == 0
+    before = counts(db_url)
+    again = cli("store", "add", runs[0], "--db", db_url)
+    assert again.returncode == 0 and "0 runs added" in again.stdout and "already in the store" in again.stdout
+    copy = tmp_path / "elsewhere" / "renamed"  # the same screen copied and renamed is the same screen
+    shutil.copytree(runs[0], copy)
+    assert "0 runs added" in cli("store", "add", copy, "--db", db_url).stdout
+    assert cli("summary", runs[0]).returncode == 0  # and through its summary.json
+    assert "0 runs added" in cli("store", "add", runs[0] / "summary.json", "--db", db_url).stdout
+    assert counts(db_url) == before
+    res = cli("store", "add", runs[0], runs[1], "--db", db_url)
+    assert "1 runs added" in res.stdout
+    assert counts(db_url)[0] == 2
+
+
+def test_a_run_without_summary_is_summarised_in_memory(tmp_path, cli):
+    run = screens(tmp_path, 1)[0]
+    url = f"sqlite:///{tmp_path / 's.sqlite'}"
+    assert not (run / "summary.json").exists()
+    assert cli("store", "add", run, "--db", url).returncode == 0
+    assert not (run / "summary.json").exists() and not (run / "summary.csv").exists()  # nothing written into it
+    assert counts(url)[1] == len(build_summary(run).rows)
+
+
+def _worker_script(url: str, paths: list[Path]) -> list[str]:
+    return [sys.executable, "-m", "opscreen", "store", "add", *map(str, paths), "--db", url]
+
+
+def test_concurrent_imports_from_several_processes_lose_nothing(tmp_path, db_url):
+    """Six processes start at once; each imports three of eight screens (every screen by two or
+    three of them): the store ends with each screen once and all its rows."""
+    runs = screens(tmp_path, 8, noise_sd=0)
+    for r in runs:  # summaries made beforehand, so that the imports themselves overlap
+        subprocess.run([sys.executable, "-m", "opscreen", "summary", str(r)], capture_output=True, check=True,
+                       env={**os.environ, "PYTHONPATH": str(SRC)})
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    assert subprocess.run(_worker_script(db_url, [runs[0]]), capture_output=True, env=env).returncode == 0
+    go = tmp_path / "go"
+    procs = []
+    for k in range(6):
+        mine = [runs[(k + j) % 8] for j in range(3)]
+        # each waits for the same file, so that all six write at the same moment
+        code = (f"import os, sys, time, runpy\nwhile not os.path.exists({str(go)!r}): time.sleep(0.005)\n"
+                f"sys.argv = {['opscreen', 'store', 'add', *map(str, mine), '--db', db_url]!r}\n"
+                "runpy.run_module('opscreen', run_name='__main__')\n")
+        procs.append(subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True, env=env))
+    go.write_text("")
+    outs = [p.communicate(timeout=240) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1] for o in outs]
+    added = sum(int(re.search(r"(\d+) runs added", o[0]).group(1)) for o in outs)
+    assert added == 7  # runs[0] was in before; every other screen added by exactly one process
+    rows_each = len(build_summary(runs[0]).rows)
+    assert counts(db_url) == (8, 8 * rows_each)
+
+
+def test_an_unfinished_run_is_refused_and_nothing_is_written(tmp_path, cli):
+    good, bad = screens(tmp_path, 2)
+    (bad / "ops" / "abs" / "result.json").unlink()
+    (bad / "ops" / "abs" / ".complete").unlink()
+    lines = (bad / "ops_status.csv").read_text().splitlines()
+    (bad / "ops_status.csv").write_text("\n".join(ln for ln in lines if not ln.startswith("abs,")) + "\n")
+    url = f"sqlite:///{tmp_path / 'new' / 's.sqlite'}"
+    (tmp_path / "new").mkdir()
+    line = one_line_exit_2(cli("store", "add", good, bad, "--db", url))
+    assert "is not a finished screen" in line and "opscreen run --resume" in line
+    assert not (tmp_path / "new" / "s.sqlite").exists()  # the good run was not imported either
+
+
+@pytest.mark.parametrize("what", ["missing", "op dir", "bad url", "no folder", "not a db", "mysql"])
+def test_bad_input_is_one_line_exit_2(tmp_path, cli, what):
+    run = screens(tmp_path, 1)[0]
+    junk = tmp_path / "junk.txt"
+    junk.write_text("not a database\n" * 100)
+    args = {
+        "missing": (tmp_path / "nope", f"sqlite:///{tmp_path / 's.sqlite'}"),
+        "op dir": (run / "ops" / "abs", f"sqlite:///{tmp_path / 's.sqlite'}"),
+        "bad url": (run, "postgresql://:::"),
+        "no folder": (run, str(tmp_path / "no" / "such" / "s.sqlite")),
+        "not a db": (run, str(junk)),
+        "mysql": (run, "mysql://u@localhost/db"),
+    }[what]
+    line = one_line_exit_2(cli("store", "add", args[0], "--db", args[1]))
+    assert line.startswith("opscreen store: ")
+    assert not (tmp_path / "s.sqlite").exists()
+    assert junk.read_text().startswith("not a database")
+
+
+def test_history_on_a_missing_store_says_how_to_make_one(tmp_path, cli):
+    line = one_line_exit_2(cli("history", "--db", tmp_path / "none.sqlite"))
+    assert "opscreen store add" in line
+    assert not (tmp_path / "none.sqlite").exists()
+
+
+def test_a_newer_store_is_refused_in_one_line(tmp_path, db_url, cli):
+    run = screens(tmp_path, 1)[0]
+    assert cli("store", "add", run, "--db", db_url).returncode == 0
+    eng = sa.create_engine(db_url)
+    with eng.begin() as conn:
+        conn.execute(sa.update(store_db.meta).where(store_db.meta.c.key == "schema").values(value="opscreen.store/2"))
+    eng.dispose()
+    for args in (("store", "add", run), ("history",), ("store", "list")):
+        line = one_line_exit_2(cli(*args, "--db", db_url))
+        assert "newer opscreen (store schema 2, this one reads up to 1); upgrade opscreen" in line
+
+
+def test_the_schema_is_created_once_with_its_version(tmp_path, db_url):
+    store = open_store(db_url, create=True)
+    with store.read() as conn:
+        tag = conn.execute(sa.select(store_db.meta.c.value).where(store_db.meta.c.key == "schema")).scalar_one()
+    store.close()
+    assert tag == "opscreen.store/1" == contracts.STORE.tag()
+    assert store_db.ensure_schema(open_store(db_url, create=False), create=False) == 1
+
+
+def test_store_list_shows_the_runs(tmp_path, db_url, cli):
+    runs = screens(tmp_path, 2)
+    cli("store", "add", *runs, "--db", db_url)
+    res = cli("store", "list", "--db", db_url)
+    assert res.returncode == 0
+    assert "2 runs" in res.stdout and commit(1)[:12] in res.stdout and "screen-001" in res.stdout
+
+
+def test_the_rows_columns_are_summary_3s_less_the_runs():
+    """A summary version that changes its columns needs a store migration: this fails first."""
+    assert contracts.SUMMARY.version == 3
+    assert list(store_db.ROW_COLUMNS) == [c for c in COLUMNS if c not in RUN_COLUMNS]
+    assert [c.name for c in store_db.rows.columns] == ["run_id", *store_db.ROW_COLUMNS]
+
+
+def test_docs_name_the_stores_version():
+    text = (ROOT / "docs" / "contracts.md").read_text()
+    section = text.split("## Results store", 1)[1].split("\n## ", 1)[0]
+    assert f'`"{contracts.STORE.tag()}"`' in section
+    for table in store_db.metadata.sorted_tables:
+        assert f"`{table.name}`" in section, table.name
+    said = {int(n) for n in re.findall(r"update_to_(\d+)", section)}
+    assert said == set(store_db.MIGRATIONS)
