@@ -79,6 +79,20 @@ def test_no_steal_keeps_hash_placement():
     assert s.stolen == {}
 
 
+def test_placement_shift_moves_every_op_to_another_device():
+    devs = [0, 1, 4]
+    base = {op: home_device(op, devs) for op in OPS}
+    shifted = {op: home_device(op, devs, 1) for op in OPS}
+    assert all(shifted[op] != base[op] for op in OPS)  # --placement-shift 1: every op on another device
+    assert {op: home_device(op, devs, 3) for op in OPS} == base  # a whole turn
+    assert {home_device(op, [2], 1) for op in OPS} == {2}  # one device: nowhere else to go
+    s = make_scheduler(OPS, steal=False, shift=1)
+    for d in devs:
+        s.add_device(d)
+    ran = drain(s, devs)
+    assert ran == shifted and s.stolen == {}
+
+
 def test_idle_device_steals_from_busiest():
     s = StealingScheduler(OPS)
     s.add_device(0)

@@ -350,7 +350,7 @@ def test_calibrate_screens_a_seeded_draw_and_resumes(tmp_path):
     env.update(PYTHONPATH=os.pathsep.join([str(root / "src"), str(faults / "stub_torch")]), FAULTS_STATE_DIR=str(state),
                PYTHONDONTWRITEBYTECODE="1")
     argv = [sys.executable, "-m", "opscreen", "calibrate", "--backend", "cpu", "--devices", "0", "--suite", str(suite),
-            "--inventory", str(inv), "--sample", "3", "--seed", "7", "--histories", "op,worker", "--work",
+            "--inventory", str(inv), "--sample", "3", "--seed", "7", "--histories", "op,worker,op", "--work",
             str(tmp_path / "work"), "--out", str(tmp_path / "floors.json")]
     res = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
@@ -358,10 +358,15 @@ def test_calibrate_screens_a_seeded_draw_and_resumes(tmp_path):
     import random
 
     assert drawn == random.Random(7).sample([f"ok_{c}" for c in "abcdefgh"], 3)
-    assert sorted(p.name for p in (tmp_path / "work").iterdir() if p.is_dir()) == ["op-1", "worker-1"]
+    assert sorted(p.name for p in (tmp_path / "work").iterdir() if p.is_dir()) == ["op-1", "op-2", "worker-1"]
+    # the second fresh-process screen is placed one device along (every op on another chip with 2+ devices)
+    shifts = {d: json.loads((tmp_path / "work" / d / "run_identity.json").read_text())["settings"]["placement_shift"]
+              for d in ("op-1", "op-2", "worker-1")}
+    assert shifts == {"op-1": 0, "op-2": 1, "worker-1": 0}
     t = noise.load(tmp_path / "floors.json")
     assert t.provenance["seed"] == 7 and t.provenance["ops"] == sorted(drawn)
-    assert {c.history for c in t.cells} == {"cross"} and all(c.rows > 0 for c in t.cells)
+    # one device: the shift moves nothing, so op-1 and op-2 are a rerun on one chip, not a chip pair
+    assert {c.history for c in t.cells} == {"rerun", "cross"} and all(c.rows > 0 for c in t.cells)
     runs_before = sorted(p.read_text() for p in state.glob("*.runs"))
     res = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]

@@ -26,6 +26,7 @@ class BatchConfig(Measurement):
     op_dtypes: Mapping[str, list[str]] = field(default_factory=dict)
     retries: int = S.default("retries")
     steal: bool = S.default("steal")
+    placement_shift: int = S.default("placement_shift")
     fatal_threshold: int = S.default("fatal_threshold")
     shard: tuple[int, int] | None = None
     executor: str = S.default("executor")  # local, or ray: every node of a Ray cluster (ray_executor.py)

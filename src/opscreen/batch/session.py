@@ -197,7 +197,7 @@ class BatchRunner:
         done, damaged = self._scan()
         todo = [op for op in c.ops if op not in done]
         _ = getattr(c.suite, "git", None)  # resolve once, before the lane threads
-        self.sched = make_scheduler(todo, steal=c.steal)
+        self.sched = make_scheduler(todo, steal=c.steal, shift=c.placement_shift)
         for d in c.devices:
             self.sched.add_device(d)
         self._announce(todo, done, damaged)

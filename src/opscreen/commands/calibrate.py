@@ -9,7 +9,10 @@ Two ways in:
   the suite's ops (or of ``--inventory``), screen it once per history of ``--histories``
   (default ``op,worker,op,worker``: fresh processes and warm workers, interleaved as asv
   interleaves its rounds) into ``--work`` with ``opscreen run`` (each a normal, resumable
-  run dir), then fit.
+  run dir), then fit. The second fresh-process screen runs with ``--placement-shift 1``:
+  on a machine with two or more devices every op then runs on another chip than in the
+  first, and the pair gives the table's ``chip`` cells (the worker screens keep the
+  hashed devices and give its one-chip ``rerun`` cells).
 
 The table is written to ``--out`` (default: the user's floors dir, named after the device,
 where ``opscreen compare`` finds it by device name) and printed.
@@ -101,6 +104,8 @@ def _screen(args, hist: list[str]) -> tuple[list[Path], dict]:
         for flag in ("backend", "suite", "python", "devices"):
             if getattr(args, flag):
                 argv += [f"--{flag}", str(getattr(args, flag))]
+        if h == "op" and seen[h] == 2:  # every op on another chip than in op-1 (with 2+ devices): chip cells
+            argv += ["--placement-shift", "1"]
         print(f"opscreen calibrate: screen {d.name} ({len(ops)} ops, seed {seed})", flush=True)
         rc = subprocess.call(argv, stdin=subprocess.DEVNULL)
         if rc in (2, 130):

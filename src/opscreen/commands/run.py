@@ -105,7 +105,8 @@ def build_config(args, out: Path, journal, replay_dir: Path | None, replay_ident
     cfg = BatchConfig(
         suite=suite, backend=backend, devices=devices, ops=run_ops, targets=targets, dismissed=dismissed,
         op_dtypes=op_dtype_lists(suite), **{n: resolved[n] for n in S.MEASURE},
-        retries=resolved["retries"], steal=resolved["steal"], fatal_threshold=resolved["fatal_threshold"],
+        retries=resolved["retries"], steal=resolved["steal"], placement_shift=resolved["placement_shift"],
+        fatal_threshold=resolved["fatal_threshold"],
         shard=shard, ops_source=source, replay_of=str(replay_dir) if replay_dir else None,
         rerun=[op for op in run_ops if in_place_replay],
         all_ops=(list(recorded.get("ops") or []) if in_place_replay else None),

@@ -12,9 +12,10 @@ from .protocol import Scheduler
 from .steal import StealingScheduler
 
 
-def make_scheduler(ops: Iterable[str], *, steal: bool = True) -> Scheduler:
-    """The policy a run asks for: hash placement, with stealing unless ``steal`` is off."""
-    return StealingScheduler(ops) if steal else HashScheduler(ops)
+def make_scheduler(ops: Iterable[str], *, steal: bool = True, shift: int = 0) -> Scheduler:
+    """The policy a run asks for: hash placement (``shift`` devices along), with stealing
+    unless ``steal`` is off."""
+    return StealingScheduler(ops, shift) if steal else HashScheduler(ops, shift)
 
 
 __all__ = [

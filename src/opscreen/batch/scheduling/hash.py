@@ -21,7 +21,8 @@ class HashScheduler:
 
     steal = False
 
-    def __init__(self, ops: Iterable[str]):
+    def __init__(self, ops: Iterable[str], shift: int = 0):
+        self.shift = shift  # --placement-shift: each op that many devices along from its hashed one
         self._pending: list[str] = list(dict.fromkeys(ops))  # before distribution
         self.queues: dict[int, deque[str]] = {}
         self.running: dict[int, str | None] = {}
@@ -65,7 +66,7 @@ class HashScheduler:
         """Hash placement among the current devices, skipping devices ``op`` avoids."""
         avoid = self.avoid.get(op, set())
         devs = [d for d in self.devices if d not in avoid] or self.devices
-        return home_device(op, devs)
+        return home_device(op, devs, self.shift)
 
     # -- ops ---------------------------------------------------------------
     def _distribute(self) -> None:
@@ -73,7 +74,7 @@ class HashScheduler:
             return
         devs = self.devices
         for op in self._pending:
-            d = home_device(op, devs)
+            d = home_device(op, devs, self.shift)
             self.home[op] = d
             self.queues[d].append(op)
         self._pending = []

@@ -26,12 +26,14 @@ def stable_hash(name: str, purpose: str = "device") -> int:
     return int.from_bytes(digest, "big")
 
 
-def home_device(op: str, devices: Iterable[int]) -> int:
-    """The device ``op`` is placed on within ``devices`` (order does not matter)."""
+def home_device(op: str, devices: Iterable[int], shift: int = 0) -> int:
+    """The device ``op`` is placed on within ``devices`` (order does not matter):
+    ``shift`` devices along from its hash's (``--placement-shift``: with 2 or more
+    devices and a shift that is not a multiple of their number, every op moves)."""
     devs = sorted(set(devices))
     if not devs:
         raise ValueError("no devices")
-    return devs[stable_hash(op, "device") % len(devs)]
+    return devs[(stable_hash(op, "device") + shift) % len(devs)]
 
 
 def parse_shard(spec: str | None) -> tuple[int, int] | None:
