@@ -512,6 +512,12 @@ SETTINGS: tuple[Setting, ...] = (
             commands=(RUN,), group="ops", path=True, empty="give a file with one op per line"),
     Setting("inventory", ("--inventory",), "take the op list from an inventory file (opscreen inventory)",
             commands=(RUN,), group="ops", path=True, empty="give an inventory file"),
+    Setting("changed_since", ("--changed-since",), "screen only the ops whose implementation or benchmark changed "
+            "between REV and the suite checkout's HEAD (docs/gate.md)", commands=(RUN,), group="ops",
+            argparse=_m(metavar="REV"), empty="give a commit, branch or tag of the suite's checkout"),
+    Setting("write_ops", ("--write-ops",), "write the run's op list to FILE, one per line (an --ops-file for "
+            "another run, such as the base of a pull request)", commands=(RUN,), path=True,
+            argparse=_m(metavar="FILE"), empty="give a file to write the op list to"),
     Setting("out", ("--out",), {OP: "output directory (default runs/op/<op>)",
                                 RUN: "run directory (default runs/run-<UTC time>); an existing one is resumed"}, path=True,
             empty={OP: "give an output directory (leave --out out for runs/op/<op>)",

@@ -115,12 +115,38 @@ def replay_ops(run_dir: Path) -> list[str]:
     return [r["op"] for r in rows if r.get("status") not in ("passed", "skipped", "dismissed", "passed_own_dtypes")]
 
 
+def changed_ops(suite, rev: str) -> tuple[list[str], str]:
+    """``--changed-since REV``: the ops the changes since REV touch, each reason said on
+    stderr; none is :class:`~opscreen.providers.changes.NothingSelected`."""
+    from ..providers.changes import NothingSelected, nothing_selected, report_lines, select
+
+    sel = select(suite, rev)
+    for line in report_lines(sel):
+        print(f"opscreen run: {line}", file=sys.stderr)
+    if not sel.ops:
+        raise NothingSelected(nothing_selected(sel))
+    return sel.ops, sel.source
+
+
+def write_ops(path: str, ops: list[str], source: str) -> None:
+    """``--write-ops FILE``: the op list, one per line, readable by ``--ops-file``."""
+    from ..fsio import atomic_write_text
+
+    text = f"# opscreen run: {len(ops)} ops ({source})\n" + "".join(f"{op}\n" for op in ops)
+    try:
+        atomic_write_text(Path(path).expanduser(), text)
+    except OSError as exc:
+        raise UsageError(f"--write-ops {path}: {exc.strerror or exc}") from None
+
+
 def choose_ops(args, suite, replay_dir: Path | None, resuming: bool, recorded: dict) -> tuple[list[str], str]:
     """The ops to run and where the list came from (said in the run identity)."""
     if args.ops is not None:
         ops, source = split_ops(args.ops), "--ops"
     elif args.ops_file is not None:
         ops, source = read_ops_file(args.ops_file), f"--ops-file {args.ops_file}"
+    elif getattr(args, "changed_since", None) is not None:
+        ops, source = changed_ops(suite, args.changed_since)
     elif args.inventory is not None:
         from ..assets.inventory import load_inventory
 

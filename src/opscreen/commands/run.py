@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .. import settings as S
 from ..errors import UsageError, check_writable_dir, os_error
+from ..providers.changes import NothingSelected
 from ._common import recorded_backend, warn_suite_budgets
 
 NAME = "run"
@@ -113,6 +114,10 @@ def build_config(args, out: Path, journal, replay_dir: Path | None, replay_ident
         executor=resolved["executor"], address=resolved["address"], ray_env=resolved["ray_env"],
         argv=list(sys.argv), provenance=resolved.provenance(),
     )
+    if args.write_ops:
+        from ..batch.oplist import write_ops
+
+        write_ops(args.write_ops, ops, source)
     return cfg, executor
 
 
@@ -174,7 +179,10 @@ def run(args) -> int:
     try:
         reap_leftovers(str(journal.root))
         scratch.remove_leftovers(journal.root)  # the temp dirs of a killed runner's workers and preflight
-        cfg, executor = build_config(args, out, journal, replay_dir, replay_ident, given)
+        try:
+            cfg, executor = build_config(args, out, journal, replay_dir, replay_ident, given)
+        except NothingSelected as exc:  # --changed-since: no op touched; nothing written but --write-ops
+            return _nothing_selected(args, str(exc))
         runner = BatchRunner(cfg, journal, executor=executor,
                              progress=make_progress(sys.stdout, False if args.plain else None))
         _preflight(runner, cfg, journal, executor)
@@ -184,6 +192,15 @@ def run(args) -> int:
     finally:
         journal.unlock(undo=not started)
         close_parked()
+
+
+def _nothing_selected(args, message: str) -> int:
+    if args.write_ops:
+        from ..batch.oplist import write_ops
+
+        write_ops(args.write_ops, [], f"--changed-since {args.changed_since}: no op selected")
+    _say(message)
+    return 0
 
 
 def _preflight(runner, cfg, journal, executor) -> None:
