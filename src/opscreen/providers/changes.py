@@ -165,9 +165,9 @@ class Registry:
         self.exact: dict[str, set[str]] = {}
         self.bases: dict[str, set[str]] = {}
         for key in self.entries:
-            base = key.split(".")[0].lstrip("_")
+            base = key.split(".")[0].lstrip("_").lower()
             self.bases.setdefault(base, set()).add(key)
-            for form in (base, key.replace(".", "_").lstrip("_")):
+            for form in (base, key.replace(".", "_").lstrip("_").lower()):
                 self.exact.setdefault(form, set()).add(key)
 
     def keys_for(self, names: set[str], loose: set[str]) -> set[str]:
@@ -175,10 +175,10 @@ class Registry:
         longest registered prefix: ``fmod_scalar_`` -> ``fmod``) stand for."""
         keys: set[str] = set()
         for name in names | loose:
-            for form in {name.lstrip("_"), name.removeprefix("underscore_")}:
+            for form in {name.lstrip("_").lower(), name.removeprefix("underscore_").lower()}:
                 keys |= self.exact.get(form, set())
         for name in loose:
-            form = name.removeprefix("underscore_").lstrip("_")
+            form = name.removeprefix("underscore_").lstrip("_").lower()
             if form in self.exact:
                 continue
             parts = form.split("_")
@@ -194,6 +194,7 @@ class OpDeps:
     deps: Deps
     keys: set = field(default_factory=set)  # registry entries (aten names)
     functions: set = field(default_factory=set)  # registered function names
+    own: set = field(default_factory=set)  # its benchmark files and the modules defining its functions
 
 
 class SuiteIndex:
@@ -256,7 +257,9 @@ class SuiteIndex:
         deps = self.graph.closure(roots)
         for path in self.every_op_paths():
             deps.modules.add(path)
-        return OpDeps(deps, keys, functions)
+        own = set(spec.files) | {d for p, n in roots if not p.startswith(f"{BENCH_DIR}/")
+                                 and (d := self.graph.defining(p, n))}
+        return OpDeps(deps, keys, functions, own)
 
     def every_op_paths(self) -> list[str]:
         return [f"{BENCH_DIR}/conftest.py", *EVERY_OP_FILES] + [
@@ -382,16 +385,15 @@ def targets(change: Change, index: SuiteIndex) -> dict[str, set | None]:
     return {}
 
 
-def _hits(tg: dict[str, set | None], deps: Deps) -> tuple[bool, bool]:
-    """(selected, through a whole-module import): whether ``deps`` meets the changed ``tg``."""
+def _hits(tg: dict[str, set | None], deps: Deps) -> bool:
+    """Whether ``deps`` meets the changed ``tg`` (a whole module it imports, or a name it uses)."""
     for path, names in tg.items():
         if path in deps.modules:
-            return True, True
-    for path, names in tg.items():
+            return True
         mine = deps.symbols.get(path)
         if mine is not None and (names is None or names & mine):
-            return True, False
-    return False, False
+            return True
+    return False
 
 
 @dataclass
@@ -432,13 +434,13 @@ def select(suite, rev: str, ops: list[str] | None = None) -> Selection:
         if not od.functions:
             sel.unmatched.append(op)
         for c, tg in tgs:
-            hit, via_import = _hits(tg, od.deps)
+            hit = _hits(tg, od.deps)
             if not hit and c.kind == "registry" and c.keys & od.keys:
                 hit = True
             if hit:
                 sel.why.setdefault(op, []).append(c.path)
                 sel.per_file.setdefault(c.path, []).append(op)
-                if via_import and c.kind == "module":
+                if c.kind == "module" and c.path not in od.own:
                     sel.shared[c.path] = sel.shared.get(c.path, 0) + 1
     sel.ops = [op for op in all_ops if op in sel.why]
     return sel
@@ -475,7 +477,7 @@ def report_lines(sel: Selection) -> list[str]:
         if c.kind == "outside":
             continue
         hit = sel.per_file.get(c.path, [])
-        if c.path in sel.shared and sel.shared[c.path] > 1:
+        if sel.shared.get(c.path):
             scope = "every op" if len(hit) == sel.total else f"{len(hit)} of {sel.total} ops"
             lines.append(f"  shared code: {c.path} ({_what(c)}) is imported, directly or through other modules, "
                          f"by {scope}: all of them selected")

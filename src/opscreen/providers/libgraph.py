@@ -249,6 +249,27 @@ class Graph:
             return self.by_dotted[f"{ref.module}.{ref.attr}"], None
         return self.by_dotted.get(ref.module), ref.attr
 
+    def defining(self, path: str, name: str, depth: int = 0) -> str | None:
+        """The path of the module that defines ``name`` as seen from module ``path``
+        (through re-exports and star imports), None when it is not in the suite."""
+        mod = self.by_path.get(path)
+        if mod is None or depth > 20:
+            return None
+        if any(not isinstance(st.node, (ast.Import, ast.ImportFrom)) for st in mod.binders.get(name, [])):
+            return path
+        ref = mod.imports.get(name)
+        if ref is not None:
+            target, taken = self._target(ref)
+            if target is None:
+                return None
+            return target.path if taken is None else self.defining(target.path, taken, depth + 1)
+        for star in mod.stars:
+            target = self.by_dotted.get(star)
+            found = self.defining(target.path, name, depth + 1) if target is not None else None
+            if found:
+                return found
+        return None
+
     def closure(self, roots: list[tuple[str, str]]) -> Deps:
         """The dependencies of the symbols ``roots`` (``(path, name)``), followed name by name
         inside their modules, the root and aggregators, and module by module elsewhere."""
