@@ -34,13 +34,13 @@ def run(args) -> int:
     from ..results import noise
     from ..store.db import open_store
     from ..store.history import load_history
-    from ..store.publish import _check_out, publish
+    from ..store.publish import check_out, publish
     from pathlib import Path
 
     check_given(args.out, "--out", "give the folder to write the site in")
     check_given(args.device, "--device", "give the device model's name (opscreen store list shows them)")
     out = Path(args.out).expanduser().absolute()
-    _check_out(out)  # before the store is read
+    check_out(out)  # before the store is read
     min_change = percent(args.min_change) / 100.0
     table = noise.load(args.floors) if args.floors else True
     store = open_store(args.db, create=False)

@@ -39,7 +39,7 @@ from jinja2 import Environment
 from ..errors import UsageError
 from .history import CaseHistory, History, series_text
 
-__all__ = ["publish", "case_id", "op_file", "MARKER"]
+__all__ = ["publish", "check_out", "case_id", "op_file", "svg_plot", "MARKER"]
 
 MARKER = ".opscreen-site"
 _ENV = Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True)
@@ -267,7 +267,7 @@ def _by_op(h: History) -> dict[str, list[CaseHistory]]:
     return out
 
 
-def _check_out(out: Path) -> None:
+def check_out(out: Path) -> None:
     """SITE is missing, empty, or a site of publish's; a one-line UsageError otherwise."""
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file: give the folder to write the site in")
@@ -280,7 +280,7 @@ def _check_out(out: Path) -> None:
 def publish(h: History, out: str | Path) -> dict:
     """Write the site of ``h`` to ``out`` (see the module's docstring); returns its counts."""
     out = Path(out).expanduser().absolute()
-    _check_out(out)
+    check_out(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
