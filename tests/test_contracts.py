@@ -175,7 +175,7 @@ def test_a_real_summary_version_2_is_migrated(tmp_path):
     assert old["version"] == 2 and old["kind"] == "opscreen.summary" and "schema" not in old
     oc = old["columns"]
     up = contracts.upgrade(SUMMARY, json.loads(json.dumps(old)))
-    assert up["schema"] == "opscreen.summary/3" and "version" not in up and "kind" not in up
+    assert up["schema"] == SUMMARY.tag() == "opscreen.summary/4" and "version" not in up and "kind" not in up
     assert list(up)[0] == "schema"
     uc = up["columns"]
     assert "torch_rsd" not in uc and set(COLUMNS) == set(uc)
@@ -194,6 +194,20 @@ def test_a_real_summary_version_2_is_migrated(tmp_path):
     assert json.loads(p.read_text())["version"] == 2
     noisy = [r for r in s.rows if r[COLUMNS.index("lib_noise_pct")] is not None]
     assert noisy and all(0 < r[COLUMNS.index("lib_noise_pct")] < 100 for r in noisy)
+
+
+def test_a_summary_version_3_gets_the_throttled_column_and_the_ops_telemetry_empty():
+    """summary 3 -> 4: the rows get ``throttled`` and the ops ``telemetry``, ``device_state`` and
+    ``throttled``, all None (version 3 recorded no telemetry); nothing else moves."""
+    v3 = contracts.summary_update_to_3(contracts.summary_update_to_2(_old_summary()))
+    assert v3["schema"] == "opscreen.summary/3" and list(v3["columns"]) == list(contracts.SUMMARY_3_COLUMNS)
+    up = contracts.upgrade(SUMMARY, json.loads(json.dumps(v3)))
+    assert up["schema"] == "opscreen.summary/4" and up["columns"] == COLUMNS == [*contracts.SUMMARY_3_COLUMNS, "throttled"]
+    assert len(up["rows"]) == len(v3["rows"]) > 100
+    assert all(r[:-1] == o and r[-1] is None for r, o in zip(up["rows"], v3["rows"]))
+    assert up["ops"] and all(o["telemetry"] is None and o["device_state"] is None and o["throttled"] is None
+                             for o in up["ops"])
+    assert contracts.summary_update_to_4(up) == up  # a second pass adds nothing
 
 
 def test_a_summary_version_1_is_migrated_through_2_and_3():

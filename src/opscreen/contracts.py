@@ -7,7 +7,7 @@ contract             file                   field      version (as written)
 child_config         child_config.json      schema     "opscreen.child_config/2"
 result               result.json            schema     "opscreen.result/2"
 run_identity         run_identity.json      schema     "opscreen.identity/1" (kinds op, run)
-summary              summary.json           schema     "opscreen.summary/3"
+summary              summary.json           schema     "opscreen.summary/4"
 floors               floors.json            schema     "opscreen.floors/1" (opscreen calibrate)
 ===================  =====================  =========  ==========================================
 
@@ -177,6 +177,25 @@ def summary_update_to_3(obj: dict) -> dict:
     return {"schema": "opscreen.summary/3", **obj}
 
 
+#: summary 4's columns: version 3's and ``throttled``, whether the op's device throttled while it
+#: measured (opscreen.results.throttle; empty where the op has no telemetry)
+SUMMARY_4_COLUMNS = SUMMARY_3_COLUMNS + ("throttled",)
+#: what version 4 added to each op of ``ops``: its telemetry and its device's state (None: not recorded)
+_OP_FIELDS_4 = ("telemetry", "device_state", "throttled")
+
+
+def summary_update_to_4(obj: dict) -> dict:
+    """summary 3 -> 4: every row gets ``throttled`` and every op ``telemetry``, ``device_state``
+    and ``throttled``, all empty (None): version 3 did not record the device's telemetry."""
+    cols = obj.get("columns")
+    if isinstance(cols, list) and "throttled" not in cols:
+        obj = {**obj, "columns": [*cols, "throttled"], "rows": [[*r, None] for r in obj.get("rows") or []]}
+    ops = obj.get("ops")
+    if isinstance(ops, list):
+        obj = {**obj, "ops": [{**{k: None for k in _OP_FIELDS_4}, **o} if isinstance(o, dict) else o for o in ops]}
+    return dict(obj)
+
+
 def noise_pct(fraction: float | None) -> float | None:
     """A relative standard deviation (a fraction, as the timers record it) as the noise
     every file for analysts gives: percent, rounded to 1e-6 (what the fraction's float
@@ -189,8 +208,9 @@ CHILD_CONFIG = Contract("child_config", "child_config.json", "schema", 2, prefix
 RESULT = Contract("result", "result.json", "schema", 2, prefix="opscreen.result/",
                   migrations={2: retag_update_to_2})
 RUN_IDENTITY = Contract("run_identity", "run_identity.json", "schema", 1, prefix="opscreen.identity/")
-SUMMARY = Contract("summary", "summary.json", "schema", 3, prefix="opscreen.summary/",
-                   migrations={2: summary_update_to_2, 3: summary_update_to_3}, legacy_fields=("version",))
+SUMMARY = Contract("summary", "summary.json", "schema", 4, prefix="opscreen.summary/",
+                   migrations={2: summary_update_to_2, 3: summary_update_to_3, 4: summary_update_to_4},
+                   legacy_fields=("version",))
 FLOORS = Contract("floors", "floors.json", "schema", 1, prefix="opscreen.floors/")
 CONTRACTS = (CHILD_CONFIG, RESULT, RUN_IDENTITY, SUMMARY, FLOORS)
 #: the results store's database (the ``schema`` row of its ``meta`` table; not a file, so not

@@ -405,6 +405,7 @@ def op_result(state, *, status: str, error: str | None, backend: str, node: str 
         **({"repeats": final_out["repeats"]} if final_out.get("repeats") else {}),
         **({"phases": final_out["phases"]} if final_out.get("phases") else {}),
         **({"capture_aborts": final_out["capture_aborts"]} if final_out.get("capture_aborts") else {}),
+        **({"telemetry": final_out["telemetry"]} if final_out.get("telemetry") else {}),
         "finished_at": utcnow(),
         **(extra or {}),
     }

@@ -350,7 +350,8 @@ class BatchRunner:
             duration, error, timer = float(out.duration_s or 0.0), out.error, getattr(out, "timer", "") or ""
         task.last_outcome = {"status": status, "exit_code": exit_code, "child_returncode": rc, "timer": timer, "out_dir": job.out_dir,
                              "repeats": getattr(out, "repeats", None), "phases": getattr(out, "phases", None),
-                             "capture_aborts": getattr(out, "capture_aborts", None)}
+                             "capture_aborts": getattr(out, "capture_aborts", None),
+                             "telemetry": getattr(out, "telemetry", None)}
         if left_incomplete(status, self.io_error is not None):
             return None
         if out is None and is_storage_error(done.exc):

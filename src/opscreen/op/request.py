@@ -101,6 +101,8 @@ class OpOutcome:
     phases: dict | None = None  # where the child's time went (op/run.py op_phases)
     # runs of this op that died inside a graph capture: {test, status, error, wall_s, log}
     capture_aborts: list | None = None
+    # the device's clocks, power and clock-event reasons while the child measured (op/telemetry.py)
+    telemetry: dict | None = None
 
     def as_dict(self) -> dict:
         d = {
@@ -117,6 +119,8 @@ class OpOutcome:
             d["phases"] = self.phases
         if self.capture_aborts:
             d["capture_aborts"] = self.capture_aborts
+        if self.telemetry is not None:
+            d["telemetry"] = self.telemetry
         return d
 
 

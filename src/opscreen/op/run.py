@@ -38,6 +38,7 @@ from .request import EXIT_CRASHED, EXIT_FAILED, EXIT_FATAL, EXIT_INTERRUPTED, EX
 from .process import OutputError, run_streaming
 from .folder import ABORT_LOG, clear_owned, no_capture, take_capture_mark
 from .repeats import run_repeated
+from .telemetry import Sampler, interval_ms as telemetry_interval
 
 # Keys the harness sets for a child; never inherited from the caller's environment.
 VENDOR_KEYS = ("GEMS_VENDOR", "FLAGGEMS_VENDOR", "GEMS_BACKEND")
@@ -388,19 +389,20 @@ def run_once(
     config = contracts.write(contracts.CHILD_CONFIG, config_path, config)
     env = child_env(req, config_path, shim)
     env["PYTEST_ADDOPTS"] = " ".join(filter(None, [shlex.join(addopts), os.environ.get("PYTEST_ADDOPTS", "")]))
-    outcome = _run_child(req, out_dir, argv, addopts, env, stop, echo, launcher)
+    sampler = Sampler(req.backend.name, req.device, config["identity_path"], telemetry_interval())
+    outcome = _run_child(req, out_dir, argv, addopts, env, stop, echo, launcher, sampler)
     aborts = list(capture_aborts or [])
     test = take_capture_mark(out_dir, record=outcome.status not in ("passed", "interrupted"))
     if test is not None:
         aborts.append({"test": test, "status": outcome.status, "error": outcome.error,
                        "wall_s": round(outcome.duration_s, 3), "log": "run.log"})
         outcome = dataclasses.replace(outcome, error=f"{outcome.error or outcome.status} (inside the graph capture of {test})")
-    ident = finish_identity(config, outcome)
+    ident = finish_identity(config, outcome, device_state(sampler))
     phases = op_phases(ident, outcome, launcher.isolation, launcher.info())
     if worker_attempt:
         phases["worker_attempt"] = worker_attempt
     outcome = dataclasses.replace(outcome, phases=phases, capture_aborts=aborts or None,
-                                  duration_s=outcome.duration_s + max(0.0, earlier_s))
+                                  duration_s=outcome.duration_s + max(0.0, earlier_s), telemetry=sampler.record(ident))
     contracts.write(contracts.RESULT, out_dir / "result.json", op_result(req, outcome))
     return outcome
 
@@ -476,9 +478,11 @@ def child_config(req: OpRequest, out_dir: Path, shape_file: Path | None, argv: l
 
 
 def _run_child(req: OpRequest, out_dir: Path, argv: list[str], addopts: list[str], env: dict[str, str],
-               stop: threading.Event | None, echo: Callable[[str], None] | None, launcher=FRESH) -> OpOutcome:
+               stop: threading.Event | None, echo: Callable[[str], None] | None, launcher=FRESH,
+               sampler: Sampler | None = None) -> OpOutcome:
     """Start the child, stream its output into run.log (between the banners) and
-    ``echo``, and classify how it ended."""
+    ``echo``, and classify how it ended. ``sampler`` (op/telemetry.py) samples the device
+    from the child's launch until it has exited, timed out or been killed."""
     timer = req.planned_timer
     tail: deque[str] = deque(maxlen=400)
     log_lock = threading.Lock()
@@ -498,10 +502,18 @@ def _run_child(req: OpRequest, out_dir: Path, argv: list[str], addopts: list[str
         try:
             if _stopped(stop):
                 raise _NotStarted
-            env = {**env, ENV_SPAWNED_AT: f"{time.time():.6f}"}  # where the child's phases begin
-            res = launcher.launch(argv, on_line=lambda raw: emit(raw, raw), timeout=req.timeout, grace=req.grace,
-                                  env=env, cwd=req.suite.root, stop=stop, on_start=getattr(stop, "child_started", None),
-                                  cpus=req.cpuset.cpus if req.cpuset else None)
+            spawned = time.time()
+            env = {**env, ENV_SPAWNED_AT: f"{spawned:.6f}"}  # where the child's phases begin
+            if sampler is not None:
+                sampler.start(spawned)
+            try:
+                res = launcher.launch(argv, on_line=lambda raw: emit(raw, raw), timeout=req.timeout, grace=req.grace,
+                                      env=env, cwd=req.suite.root, stop=stop,
+                                      on_start=getattr(stop, "child_started", None),
+                                      cpus=req.cpuset.cpus if req.cpuset else None)
+            finally:  # the child is gone (exited, timed out, killed): so is its telemetry
+                if sampler is not None:
+                    sampler.stop()
         except OutputError as exc:  # run.log cannot be written (full disk): the child was killed
             raise exc.cause from None
         except _NotStarted:  # stopped before the child started
@@ -530,7 +542,10 @@ def _outcome(req: OpRequest, res, tail: list[str], stop: threading.Event | None,
 
 
 def planned_timing(backend: Backend) -> dict:
-    """The timing overrides a child gets: the CPU-slot caps, then the environment's."""
+    """The timing overrides a child gets: the CPU-slot caps, then the environment's. The
+    harness's telemetry interval is read with them, so that a bad one is one line before
+    anything runs."""
+    telemetry_interval()
     return {**(CPU_TIMING if backend.capabilities.slots else {}), **timing_overrides()}
 
 
@@ -572,11 +587,21 @@ def banner_end(o: OpOutcome) -> list[str]:
     return [f"[opscreen] result {o.status} (exit {o.exit_code}, child {o.child_returncode}) in {o.duration_s:.1f} s{tail}"]
 
 
-def finish_identity(config: dict, outcome: OpOutcome) -> dict:
+def device_state(sampler: Sampler) -> dict:
+    """The device's state for the identity (``device_state``): what its monitor read when
+    the child had named its device, else ``{"source": "unknown", "why"}``."""
+    if sampler.state is not None:
+        return sampler.state
+    return {"source": "unknown", "why": sampler.why or "no device monitor was opened"}
+
+
+def finish_identity(config: dict, outcome: OpOutcome, state: dict | None = None) -> dict:
     path = Path(config["identity_path"])
     ident = contracts.read(contracts.RUN_IDENTITY, path)  # None: missing or damaged
     if ident is None:
         ident = identity_from_config(config)
+    if state is not None:  # read by the harness (op/telemetry.py), never by the child
+        ident["device_state"] = state
     ident["finished_at"] = utcnow()
     if config.get("device_type") == "cpu":  # the child names the architecture (x86_64): the model instead
         from ..backends.cpuinfo import cpu_name

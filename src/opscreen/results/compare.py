@@ -61,6 +61,7 @@ from ..child.autotune import differing as _picks_differing
 from ..errors import UsageError, read_input
 from ..fsio import atomic_write_text
 from . import noise as _noise
+from . import throttle as _throttle
 from ._io import csv_text
 from ..tables import table, to_text
 from .summary import COL, DEFAULT_MAX_BAND, NOISE_K, Summary, noise as _side_noise
@@ -257,6 +258,8 @@ class CompareRow:
     b_status: str | None = None
     a_timer: str | None = None
     b_timer: str | None = None
+    # the side(s) whose op was measured while the device throttled (A, B, A+B; opscreen.results.throttle)
+    throttled: str | None = None
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -271,6 +274,7 @@ CSV_COLUMNS = [
     "op", "test", "variant", "dtype", "shape", "verdict", "change_pct", "band_pct", "basis",
     "a_speedup", "b_speedup", "a_lib_ms", "b_lib_ms", "a_torch_ms", "b_torch_ms",
     "a_noise_pct", "b_noise_pct", "a_status", "b_status", "a_timer", "b_timer", "side", "judged_pct", "floors", "pick",
+    "throttled",
 ]  # fmt: skip
 
 
@@ -411,7 +415,7 @@ class Comparison:
                 r.op, r.test, r.variant, r.dtype, r.shape, r.verdict.value, _pct(r.change), _pct(r.band), r.basis,
                 r.a_speedup, r.b_speedup, r.a_lib_ms, r.b_lib_ms, r.a_torch_ms, r.b_torch_ms,
                 _pct(r.a_noise), _pct(r.b_noise), r.a_status, r.b_status, r.a_timer, r.b_timer, r.side, _pct(r.judged), r.floors,
-                _pick_text(self.picks.get(r.op)) if r.verdict == Verdict.PICK else None,
+                _pick_text(self.picks.get(r.op)) if r.verdict == Verdict.PICK else None, r.throttled,
             ]  # fmt: skip
 
         return csv_text(CSV_COLUMNS, (cells(r) for r in self.sorted_rows()), bool_columns=())
@@ -596,6 +600,13 @@ def _judge_sides(cr: CompareRow, ra: list, rb: list, lr: float, ctx: dict) -> No
         cr.verdict = Verdict.SAME if abs(dl) + bl <= ctx["margin"] + 1e-12 else Verdict.UNRESOLVED
 
 
+def throttled_side(ra: list, rb: list) -> str | None:
+    """Which run measured this row while its device throttled: A, B, A+B, or None."""
+    i = COL["throttled"]
+    sides = [n for n, r in (("A", ra), ("B", rb)) if _throttle.is_throttled(r[i] if i < len(r) else None)]
+    return "+".join(sides) or None
+
+
 def device_of(s: Summary) -> str | None:
     """The device model a run measured on: its caliber's, else its first op's that names one."""
     name = (s.caliber or {}).get("device_name")
@@ -699,6 +710,7 @@ def compare_summaries(
             cr.a_noise = _noise_of(ra, metric)
             cr.a_timer = _timer(ra)
             _join_measured(cr, ra, rb, vi, metric, ctx)
+            cr.throttled = throttled_side(ra, rb)
         out.append(cr)
     for ra in a.rows:
         key = (ra[iop], ra[ivar] or "", ra[idt], ra[ish])
@@ -773,6 +785,8 @@ def _caliber_lines(c: Comparison) -> list:
         L.append(f"dtypes differ: A {_show(chk.dtypes[0])}, B {_show(chk.dtypes[1])} (rows only join where both have them)")
     for f, x, y in chk.info:
         L.append(f"also differs: {f}: A {_show(x)}, B {_show(y)}")
+    for f, x, y in _throttle.state_diffs([o.device_state for o in c.a.ops], [o.device_state for o in c.b.ops]):
+        L.append(f"also differs: device state {f}: A {_show(x)}, B {_show(y)}")
     moved = c.moved_ops()
     if moved:
         L.append(f"devices: {len(moved)} op{'s' if len(moved) != 1 else ''} ran on another device in B ({_moved_list(moved)}); "
@@ -849,6 +863,7 @@ def _verdict_lines(c: Comparison) -> list:
             basis[r.basis] = basis.get(r.basis, 0) + 1
     if basis:
         L.append("bands set by: " + ", ".join(f"{k} {v}" for k, v in sorted(basis.items(), key=lambda kv: -kv[1])))
+    L += _throttled_lines(c)
     small, called = c.small_kernel_calls()
     if small:
         L.append(f"small kernels: {small} of the {called} rows called faster or slower are graph rows under "
@@ -871,6 +886,22 @@ def _verdict_lines(c: Comparison) -> list:
     return L
 
 
+def _throttled_lines(c: Comparison) -> list:
+    """The rows called faster or slower although a side's device throttled while it measured them."""
+    called = [r for r in c.rows if r.throttled and r.verdict in (Verdict.FASTER, Verdict.SLOWER, Verdict.PICK)]
+    if not called:
+        return []
+    by = {s: sum(1 for r in called if r.throttled == s) for s in ("A", "B", "A+B")}
+    return [f"throttled: {len(called)} rows called faster, slower or pick were measured while the device throttled "
+            f"(A {by['A']}, B {by['B']}, both {by['A+B']}; summary.csv column throttled says why): their change may "
+            "be the device's, not the library's; their basis names the side"]
+
+
+def _basis_cell(r: CompareRow) -> str:
+    """The row's basis, and the throttled side where a run's device throttled while it measured the row."""
+    return (r.basis or "-") + (f", {r.throttled} throttled" if r.throttled else "")
+
+
 def _rows_table(title: str, rows: list[CompareRow], ms: bool) -> list:
     L: list = ["", title]
     if not rows:
@@ -880,7 +911,7 @@ def _rows_table(title: str, rows: list[CompareRow], ms: bool) -> list:
     for r in rows:
         t.row(
             _chg(r.change), (_chg(r.judged) + f" {r.side}") if r.judged is not None and r.side != "speedup" else "",
-            ("±" + format(r.band * 100, ".1f")) if r.band is not None else "-", r.basis or "-",
+            ("±" + format(r.band * 100, ".1f")) if r.band is not None else "-", _basis_cell(r),
             r.op + (f" {r.variant}" if r.variant else ""), r.dtype,
             _f3(r.a_speedup if ms else r.a_lib_ms), _f3(r.b_speedup if ms else r.b_lib_ms), _short_shape(r.shape),
         )

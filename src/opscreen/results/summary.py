@@ -35,6 +35,7 @@ from ._io import csv_text
 from .records import REPEAT_DIR
 from ..child.timed_value import TIMER_PARTS, TIMER_PROFILER, fallback_phase, timer_method
 from ..tables import table, to_text
+from . import throttle as _throttle
 from .parse import CaseRow, ParsedLog, merge_rows, parse_record_json, parse_record_log, parse_run_log
 
 __all__ = [
@@ -62,12 +63,14 @@ __all__ = [
 # 3: ``"schema": "opscreen.summary/3"`` (no ``version``, no ``kind``); noise in percent
 # (``*_noise_pct``, was ``*_rsd``), the median's interval (``*_ci_ms``), the run on each
 # row (``run``, ``run_started_at``, ``suite_commit``): opscreen.contracts.summary_update_to_3
+# 4: ``throttled`` on every row, ``telemetry``, ``device_state`` and ``throttled`` on every op
+# (the device's state while the op measured): opscreen.contracts.summary_update_to_4
 SUMMARY_VERSION = contracts.SUMMARY.version
 SUMMARY_KIND = "opscreen.summary"  # what version 1 and 2 said in ``kind``; 3 says it in ``schema``
 
-# version 3's columns (opscreen.contracts holds them: its migration to 3 gives these); a
-# version 4 that changes them writes its own list here and its update_to_4
-COLUMNS = list(contracts.SUMMARY_3_COLUMNS)
+# version 4's columns (opscreen.contracts holds them: its migration to 4 gives these); a
+# version 5 that changes them writes its own list there and its update_to_5
+COLUMNS = list(contracts.SUMMARY_4_COLUMNS)
 #: the columns that say which run a row is of: the same on every row of a summary, so that
 #: the summary.csv files of many runs concatenate into one table without a join
 RUN_COLUMNS = ("run", "run_started_at", "suite_commit")
@@ -123,6 +126,11 @@ class OpSummary:
     # with --repeats, one record per process (``autotune_processes``)
     autotune: dict | None = None
     autotune_processes: list[dict] = field(default_factory=list)
+    # result.json ``telemetry`` (op/telemetry.py; with --repeats, one block per process under
+    # ``processes``), the identity's ``device_state``, and what opscreen.results.throttle reads of them
+    telemetry: dict | None = None
+    device_state: dict | None = None
+    throttled: str | None = None
 
 
 @dataclass
@@ -483,9 +491,11 @@ def _summarize_op(
                         if isinstance(a, dict) and isinstance(a.get("test"), str)],
         autotune=ident.get("autotune") if isinstance(ident.get("autotune"), dict) else None,
         autotune_processes=_repeat_autotune(op_dir) if op_dir is not None else [],
+        device_state=ident.get("device_state") if isinstance(ident.get("device_state"), dict) else None,
     )
     if op_dir is None:
         return info, []
+    info.telemetry, info.throttled = op_telemetry(op_dir, result)
     rows, log, sources = _op_rows(op_dir)
     info.sources = sources
     if (op_dir / "run.log").is_file():
@@ -510,7 +520,7 @@ def _summarize_op(
                 logs.append(math.log(speedup))
         else:
             st = RowStatus.NO_DATA.value
-        out.append(_row(op, r, st, speedup, (status, backend, device, device_name, truncated)))
+        out.append(_row(op, r, st, speedup, (status, backend, device, device_name, truncated), info.throttled))
     info.fallbacks = op_fallbacks(out)
     info.rows = len(out)
     info.ok_rows = ok
@@ -518,10 +528,11 @@ def _summarize_op(
     return info, out
 
 
-def _row(op: str, r: CaseRow, st: str, speedup: float | None, of_op: tuple) -> list:
+def _row(op: str, r: CaseRow, st: str, speedup: float | None, of_op: tuple, throttled: str | None = None) -> list:
     """One summary row (:data:`COLUMNS`) of the case ``r`` of ``op``: ``st`` its status,
-    ``of_op`` the op's (status, backend, device, device_name, truncated); the run's columns
-    are left empty (:func:`build_summary` fills them in)."""
+    ``of_op`` the op's (status, backend, device, device_name, truncated), ``throttled`` the
+    op's telemetry verdict (opscreen.results.throttle); the run's columns are left empty
+    (:func:`build_summary` fills them in)."""
     variant = r.op if r.op != op else ""
     if r.occurrence > 1:
         variant = f"{variant}#{r.occurrence}"
@@ -534,8 +545,26 @@ def _row(op: str, r: CaseRow, st: str, speedup: float | None, of_op: tuple) -> l
         *of_op, r.source,
         r.repeats, _clean(r.torch_spread), _clean(r.lib_spread), _clean(r.speedup_spread),
         _clean(r.torch_host_ms), _clean(r.lib_host_ms), r.torch_fallback, r.lib_fallback,
-        None, None, None,
+        None, None, None, throttled,
     ]  # fmt: skip
+
+
+def op_telemetry(op_dir: Path, result: dict) -> tuple[dict | None, str | None]:
+    """An op's telemetry block and its ``throttled`` cell: its result.json's, else (``--repeats``)
+    each process's under ``repeats/<k>/``, as ``{"processes": [...]}``."""
+    tel = result.get("telemetry") if isinstance(result.get("telemetry"), dict) else None
+    if tel is not None:
+        return tel, _throttle.throttled(tel)
+    rep = op_dir / REPEAT_DIR
+    if not rep.is_dir():
+        return None, None
+    blocks = []
+    for d in sorted((p for p in rep.iterdir() if p.name.isdigit()), key=lambda p: int(p.name)):
+        t = _read_obj(contracts.RESULT, d, "result.json").get("telemetry")
+        blocks.append(t if isinstance(t, dict) else None)
+    if not any(blocks):
+        return None, None
+    return {"processes": blocks}, _throttle.combine([_throttle.throttled(b) for b in blocks])
 
 
 def _ci_ms(ci: float | None, ms: float | None) -> float | None:
@@ -938,10 +967,46 @@ def format_summary(s: Summary) -> str:
     lines += _unresolved_lines(s)
     lines += _autotune_lines(s)
     lines += fallback_lines(s)
+    lines += telemetry_lines(s)
     ts = time_stats(s.ops)
     if ts:
         lines.extend(format_time_stats(ts))
     return to_text(lines)
+
+
+def telemetry_lines(s: Summary, n: int = 10) -> list:
+    """Where the device's telemetry came from, and the ops measured while it throttled
+    (opscreen.results.throttle): summary.csv's ``throttled`` column."""
+    ops = [o for o in s.ops if o.rows]
+    if not ops:
+        return []
+    sources: dict[str, int] = {}
+    whys: dict[str, int] = {}
+    for o in ops:
+        tel = o.telemetry or {}
+        if "processes" in tel:
+            tel = next((t for t in tel["processes"] if isinstance(t, dict)), {})
+        src = tel.get("source") or "not recorded"
+        sources[src] = sources.get(src, 0) + 1
+        if tel.get("why") and src in ("unknown", "off"):
+            whys[tel["why"]] = whys.get(tel["why"], 0) + 1
+    head = "telemetry: " + ", ".join(f"{k} {v} ops" for k, v in sorted(sources.items()))
+    if whys:
+        why, _ = max(whys.items(), key=lambda kv: kv[1])
+        head += f" ({why})"
+    bad = [o for o in ops if _throttle.is_throttled(o.throttled)]
+    checked = sum(1 for o in ops if o.throttled is not None)
+    lines: list = ["", head]
+    if checked:
+        lines.append(f"throttled: {len(bad)} of {checked} ops measured while the device throttled for power, heat or a "
+                     f"hardware slowdown, or its busy SM clock sat below {100 * _throttle.CLOCK_THRESHOLD:g}% of its "
+                     "maximum (summary.csv column throttled; compare names such rows' side)")
+        t = table("op", "rows>", "throttled")
+        for o in bad[:n]:
+            t.row(o.op, o.rows, o.throttled)
+        if bad:
+            lines.append(t)
+    return lines
 
 
 def _autotune_lines(s: Summary, n: int = 8) -> list:
