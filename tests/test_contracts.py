@@ -210,6 +210,21 @@ def test_a_summary_version_3_gets_the_throttled_column_and_the_ops_telemetry_emp
     assert contracts.summary_update_to_4(up) == up  # a second pass adds nothing
 
 
+def test_a_real_summary_version_3_is_read_with_its_rows_unknown_throttled(tmp_path):
+    """A summary.json that opscreen wrote before the telemetry (abf654a~1, the `op` screen of
+    bench/results/2026-12-02-h200-noise-runs.tgz): read as it was, the new cells empty."""
+    with gzip.open(OLD / "h200-op-summary-v3.json.gz", "rt", encoding="utf-8") as fh:
+        old = json.load(fh)
+    assert old["schema"] == "opscreen.summary/3" and "throttled" not in old["columns"]
+    p = tmp_path / "summary.json"
+    p.write_text(json.dumps(old))
+    s = load_summary(p)
+    assert len(s.rows) == len(old["rows"]) > 100 and all(len(r) == len(COLUMNS) for r in s.rows)
+    assert [r[:-1] for r in s.rows] == old["rows"] and {r[COLUMNS.index("throttled")] for r in s.rows} == {None}
+    assert s.ops and all(o.telemetry is None and o.device_state is None and o.throttled is None for o in s.ops)
+    assert json.loads(p.read_text())["schema"] == "opscreen.summary/3"  # the file stays as it was
+
+
 def test_a_summary_version_1_is_migrated_through_2_and_3():
     old = _old_summary()
     cols = old["columns"]

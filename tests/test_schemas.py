@@ -213,5 +213,10 @@ def test_the_fixtures_match_after_migration():
     assert seen == {"result": 6}
     with gzip.open(FIXTURES / "old_outputs" / "h200-op-summary-v2.json.gz", "rt", encoding="utf-8") as fh:
         old = json.load(fh)
-    assert "version" in old and problems(contracts.SUMMARY, old)  # version 2 is not version 3 ...
+    assert "version" in old and problems(contracts.SUMMARY, old)  # version 2 is not version 4 ...
     assert problems(contracts.SUMMARY, contracts.upgrade(contracts.SUMMARY, old)) == []  # ... until migrated
+    # a real summary 3 (opscreen abf654a~1 on the same screen): no throttled column, no op telemetry
+    with gzip.open(FIXTURES / "old_outputs" / "h200-op-summary-v3.json.gz", "rt", encoding="utf-8") as fh:
+        v3 = json.load(fh)
+    assert v3["schema"] == "opscreen.summary/3" and problems(contracts.SUMMARY, v3)
+    assert problems(contracts.SUMMARY, contracts.upgrade(contracts.SUMMARY, v3)) == []

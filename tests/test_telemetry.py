@@ -176,6 +176,38 @@ def test_backends_without_a_library_say_so(backend):
         open_monitor(backend, None, 0)
 
 
+def fake_amdsmi() -> types.ModuleType:
+    """A stand-in for ROCm's amdsmi (6.1 or newer): one GPU, no clock-event reasons."""
+    m = types.ModuleType("amdsmi")
+    m.AmdSmiClkType = types.SimpleNamespace(GFX="gfx", MEM="mem")
+    m.AmdSmiTemperatureType = types.SimpleNamespace(HOTSPOT="hotspot")
+    m.AmdSmiTemperatureMetric = types.SimpleNamespace(CURRENT="current")
+    handle = object()
+    m.amdsmi_init = lambda: None
+    m.amdsmi_get_processor_handles = lambda: [handle]
+    m.amdsmi_get_gpu_device_uuid = lambda h: "amd-uuid-0"
+    m.amdsmi_get_clock_info = lambda h, kind: {"clk": 2100 if kind == "gfx" else 1300,
+                                               "max_clk": 2100 if kind == "gfx" else 1300}
+    m.amdsmi_get_power_info = lambda h: {"current_socket_power": "N/A", "average_socket_power": 550,
+                                         "power_limit": 750}
+    m.amdsmi_get_temp_metric = lambda h, kind, metric: 61
+    return m
+
+
+def test_the_amdsmi_monitor_reads_clocks_and_power_and_no_reasons(monkeypatch):
+    monkeypatch.setitem(sys.modules, "amdsmi", fake_amdsmi())
+    mon = open_monitor("rocm", "amd-uuid-0", 3)
+    assert mon.source == "amdsmi" and mon.found_by == "uuid" and mon.reasons_api is None
+    s = mon.sample()
+    assert (s.sm_clock_mhz, s.mem_clock_mhz, s.power_w, s.power_limit_w, s.temperature_c, s.reasons) == \
+        (2100, 1300, 550, 750, 61, None)  # "N/A" is no number: the average power stands in
+    assert open_monitor("rocm", "other", 0).found_by == "index" and mon.max_sm_clock_mhz() == 2100
+    st = mon.state()
+    assert st["power_limit_w"]["enforced"] == 750 and st["clocks_locked"] is None and st["mig_mode"] is None
+    r = telemetry.reduce_samples([s, s], mon.max_sm_clock_mhz())
+    assert r["reasons"] is None and r["busy_samples"] is None and throttle.throttled({"source": "amdsmi", **r}) is None
+
+
 # -- stats, shares, the window -----------------------------------------------------------------
 
 
@@ -251,7 +283,7 @@ def nvml_on_cpu(monkeypatch):
     return nv
 
 
-def _run(faults, op, timeout=60.0, stop=None, isolation="op"):
+def _run(faults, op, timeout=60.0, stop=None, isolation="op", repeats=1):
     from opscreen.backends import resolve
     from opscreen.op.lane import LaneRunner
     from opscreen.op.request import OpRequest
@@ -259,7 +291,7 @@ def _run(faults, op, timeout=60.0, stop=None, isolation="op"):
 
     suite = Suite.locate(str(faults.suite), python=sys.executable)
     req = OpRequest(op=op, target=suite.resolve(op), suite=suite, backend=resolve("cpu"), timer="wallclock",
-                    timeout=timeout, grace=0.5, isolation=isolation, repeats=1)
+                    timeout=timeout, grace=0.5, isolation=isolation, repeats=repeats)
     out = faults.tmp / f"op-{op}-{isolation}"
     if isolation == "worker":
         lane = LaneRunner()
@@ -270,6 +302,21 @@ def _run(faults, op, timeout=60.0, stop=None, isolation="op"):
     else:
         op_run.run_op(req, out, stop=stop)
     return out, json.loads((out / "result.json").read_text()), json.loads((out / "run_identity.json").read_text())
+
+
+def _valid(res: dict, ident: dict) -> None:
+    """result.json and run_identity.json with NVML's blocks match their contracts' schemas."""
+    import jsonschema
+    from importlib.resources import files
+
+    from opscreen import contracts
+
+    for c, obj in ((contracts.RESULT, res), (contracts.RUN_IDENTITY, ident)):
+        schema = json.loads(files("opscreen").joinpath("schemas", c.schema_file()).read_text(encoding="utf-8"))
+        jsonschema.validate(obj, schema)
+        with pytest.raises(jsonschema.ValidationError):  # the blocks are checked, not only allowed
+            key = "telemetry" if c is contracts.RESULT else "device_state"
+            jsonschema.validate({**obj, key: {**obj[key], "a_new_key": 1}}, schema)
 
 
 def _stopped(nv, since: int):
@@ -294,6 +341,7 @@ def test_an_op_that_passes_records_its_measurement(faults, nvml_on_cpu, monkeypa
     assert tel["power_w"] == {"min": 650.0, "median": 650.0, "max": 650.0} and tel["sampling_s"] >= 0
     assert tel["window_s"] >= 0.5 and tel["samples"] <= tel["window_s"] / 0.010 + 2
     assert ident["device_state"]["source"] == "nvml" and ident["device_state"]["power_limit_w"]["enforced"] == 700.0
+    _valid(res, ident)
     _stopped(nvml_on_cpu, 0)
     s = build_summary(out)
     assert s.ops[0].throttled.startswith("sw_power_cap") and {r[COLUMNS.index("throttled")] for r in s.rows} == \
@@ -335,6 +383,20 @@ def test_a_warm_workers_ops_are_sampled_too(faults, nvml_on_cpu, monkeypatch):
     assert res["status"] == "passed" and res["phases"]["mode"] == "worker"
     assert res["telemetry"]["source"] == "nvml" and res["telemetry"]["window"] == "measurement"
     assert res["telemetry"]["samples"] > 0
+    _stopped(nvml_on_cpu, 0)
+
+
+def test_each_repeat_keeps_its_own_and_the_summary_joins_them(faults, nvml_on_cpu, monkeypatch):
+    monkeypatch.setenv("OPSCREEN_TELEMETRY_MS", "10")
+    monkeypatch.setenv("FAULTS_OP_SLEEP", "0.3")
+    out, res, _ = _run(faults, "ok_d", repeats=2)
+    assert res["status"] == "passed" and res["repeats"]["ran"] == 2
+    per = [json.loads((out / "repeats" / str(k) / "result.json").read_text())["telemetry"] for k in (1, 2)]
+    assert all(t["source"] == "nvml" and t["samples"] > 0 for t in per)
+    op = build_summary(out).ops[0]
+    assert op.telemetry == {"processes": per}
+    want = [throttle.throttled(t) for t in per]
+    assert op.throttled == throttle.combine(want) and op.throttled != "no"  # the stand-in reports sw_power_cap
     _stopped(nvml_on_cpu, 0)
 
 
