@@ -348,6 +348,17 @@ def test_an_op_that_passes_records_its_measurement(faults, nvml_on_cpu, monkeypa
         {s.ops[0].throttled}
 
 
+def test_nvml_that_fails_to_initialise_leaves_the_op_unknown_with_why(faults, nvml_on_cpu, monkeypatch):
+    broken = fake_nvml(init_error=NVMLError("Driver/library version mismatch"))
+    broken.made = nvml_on_cpu.made
+    monkeypatch.setitem(sys.modules, "pynvml", broken)
+    _, res, ident = _run(faults, "ok_e")
+    why = "NVML did not initialise (NVMLError: Driver/library version mismatch)"
+    assert res["status"] == "passed" and res["telemetry"] == {"source": "unknown", "why": why}
+    assert ident["device_state"] == {"source": "unknown", "why": why}
+    _stopped(broken, 0)
+
+
 def test_the_off_switch_reads_the_state_and_samples_nothing(faults, nvml_on_cpu, monkeypatch):
     monkeypatch.setenv("OPSCREEN_TELEMETRY_MS", "0")
     _, res, ident = _run(faults, "ok_b")
