@@ -221,3 +221,17 @@ def test_docs_name_the_stores_version():
         assert f"`{table.name}`" in section, table.name
     said = {int(n) for n in re.findall(r"update_to_(\d+)", section)}
     assert said == set(store_db.MIGRATIONS)
+
+
+def test_two_screens_started_together_are_two_runs(tmp_path):
+    """Same start, same host (two screens at once on one machine), another caliber: two runs."""
+    a = screens(tmp_path / "a", 1, caliber={"level": "core"})[0]
+    b = screens(tmp_path / "b", 1, caliber={"level": "comprehensive"})[0]
+    assert json.loads((a / "run_identity.json").read_text())["started_at"] == \
+        json.loads((b / "run_identity.json").read_text())["started_at"]
+    url = f"sqlite:///{tmp_path / 's.sqlite'}"
+    store = open_store(url, create=True)
+    from opscreen.store.importer import add_runs
+    assert [d.added for d in add_runs(store, [str(a), str(b), str(a)])] == [True, True, False]
+    store.close()
+    assert counts(url)[0] == 2

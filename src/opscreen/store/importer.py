@@ -70,11 +70,17 @@ def caliber_key(caliber: dict) -> tuple[str, dict]:
 
 
 def run_key(s: Summary) -> str:
-    """The digest that tells this screen from every other (its folder's name and place aside)."""
+    """The digest that tells this screen from every other (its folder's name and place aside):
+    when and where it started, on which devices, its caliber (the fields a series keeps, as
+    compare reads them: the same whether the run is read from its logs or its summary.json),
+    its suite commit, its shard or the shards merged into it."""
     ident = s.identity or {}
     batch = ident.get("batch") if isinstance(ident.get("batch"), dict) else {}
-    fields = {"started_at": ident.get("started_at"), "host": ident.get("host"), "caliber": s.caliber,
-              "suite": ident.get("suite"), "shard": batch.get("shard"), "shards": ident.get("shards")}
+    suite = ident.get("suite") if isinstance(ident.get("suite"), dict) else {}
+    merged = [(m.get("host"), m.get("shard")) for m in ident.get("merged_from") or [] if isinstance(m, dict)]
+    fields = {"started_at": ident.get("started_at"), "host": ident.get("host"), "caliber": caliber_key(s.caliber)[0],
+              "commit": s.caliber.get("suite_commit") or suite.get("commit"), "devices": batch.get("devices"),
+              "shard": batch.get("shard"), "merged_from": merged}
     if not ident.get("started_at"):  # no start recorded: the rows themselves tell it
         fields["rows"] = hashlib.sha256(_canon(s.rows).encode()).hexdigest()
     return hashlib.sha256(_canon(fields).encode()).hexdigest()[:40]
