@@ -183,3 +183,16 @@ def test_the_noise_model_band_is_the_cells(tmp_path):
     h = history(tmp_path, screens(tmp_path, 4), rms=0.02)
     assert {round(c.band, 9) for c in h.cases if c.basis == "floors"} == {round(noise.t_critical(9) * 0.02, 9)}
     assert math.isclose(noise.t_critical(9), 3.25, abs_tol=0.01)
+
+
+def test_the_store_commands_never_import_torch(tmp_path):
+    """history, publish and the importer, with asv's step detection loaded: no torch, no numpy."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nimport opscreen.store.history as h, opscreen.store.publish, opscreen.store.importer\n"
+            "h._segments([0.0, 0.1, 0.0, 0.2], 0.01, 2)\n"
+            "bad = sorted(m for m in ('torch', 'numpy', 'scipy') if m in sys.modules)\n"
+            "sys.exit('imported: ' + ', '.join(bad) if bad else 0)\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
