@@ -7,9 +7,10 @@ is a ratio.
 
 Change points: asv's step detection (``asv.step_detect``: a penalised piecewise-constant
 fit, the Potts model, with an L1 cost) proposes the segments, its penalty per jump set by
-the case's band; then the noise model decides which of their boundaries are changes. A boundary whose step is within the case's *band* is no change, and its two
-segments merge into one; so does a segment of fewer than ``min_size`` runs inside the
-series (one odd run is an outlier, not a level). The band is the widest of
+the case's band; then the noise model decides which of their boundaries are changes. A
+boundary whose step is within the case's *band* is no change, and its two segments merge
+into one; so does a segment of fewer than ``min_size`` runs but the last (one odd run is
+an outlier, not a level). The band is the widest of
 
 * the case's cell of the device's floors table (``results/noise.py``: found by the
   device's name; history ``rerun``, the case's timer group and latency bin), at one
