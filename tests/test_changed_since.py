@@ -75,7 +75,7 @@ def add_scalar(a, b):
     "src/flag_gems/utils/shared.py": "def launch(f, *args):\n    return f(*args)\n",
     "src/flag_gems/runtime/__init__.py": "def get_tuned_config(name):\n    return {}\n",
     "src/flag_gems/runtime/backend/_vendor/__init__.py": "",
-    "src/flag_gems/runtime/backend/_vendor/ops/__init__.py": "from .relu import relu\n",
+    "src/flag_gems/runtime/backend/_vendor/ops/__init__.py": "import os\n\nif os.environ.get('VENDOR_OPS', '1') == '1':\n    from .relu import relu\n",
     "src/flag_gems/runtime/backend/_vendor/ops/relu.py": "def relu(x):\n    return x * (x > 0)\n",
     "src/flag_gems/runtime/backend/_vendor/tune_configs.yaml": "add:\n  - BLOCK: 128\nmul:\n  - BLOCK: 64\n",
     "benchmark/__init__.py": "",
@@ -293,3 +293,12 @@ def test_the_cli_with_nothing_changed_exits_0_and_says_what_to_do(lib, tmp_path,
     assert "nothing to screen" in r.stderr and "--ops" in r.stderr
     assert not out.exists()
     assert [line for line in (tmp_path / "ops.txt").read_text().splitlines() if not line.startswith("#")] == []
+
+
+def test_an_import_added_to_a_vendor_block_selects_only_its_op(lib):
+    init = "src/flag_gems/runtime/backend/_vendor/ops/__init__.py"
+    commit(lib, "vendor mul", {"src/flag_gems/runtime/backend/_vendor/ops/mul.py": "def mul(a, b):\n    return b * a\n"}
+           | edit(lib, init, "    from .relu import relu\n", "    from .relu import relu\n    from .mul import mul\n"))
+    sel = selected(lib)
+    assert sel.ops == ["mul"]  # relu's line in the same if-block did not change
+    assert any(f"{init} (names mul): mul" in line for line in changes.report_lines(sel)), changes.report_lines(sel)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UsageError, shown
-from .libgraph import REGISTRY_NAMES, Deps, Graph, parse_module, registry_entries
+from .libgraph import REGISTRY_NAMES, Deps, Graph, bound_names, parse_module, registry_entries
 
 BENCH_DIR = "benchmark"
 #: Files every op's screen reads (pytest's configuration), besides benchmark/conftest.py.
@@ -175,7 +175,8 @@ class Registry:
         longest registered prefix: ``fmod_scalar_`` -> ``fmod``) stand for."""
         keys: set[str] = set()
         for name in names | loose:
-            for form in {name.lstrip("_").lower(), name.removeprefix("underscore_").lower()}:
+            plain = name.removeprefix("underscore_").lstrip("_").lower()
+            for form in {plain, name.lstrip("_").lower(), f"native_{plain}"}:  # batch_norm -> native_batch_norm
                 keys |= self.exact.get(form, set())
         for name in loose:
             form = name.removeprefix("underscore_").lstrip("_").lower()
@@ -225,8 +226,9 @@ class SuiteIndex:
         out: dict[str, list[str]] = {}
         for m in self.modules:
             if m.path.startswith(prefix) and m.is_pkg:
-                for name in m.imports:
-                    if not name.startswith("\0"):
+                vendor = ".".join(m.dotted.split(".")[:4])  # flag_gems.runtime.backend._<vendor>
+                for name, ref in m.imports.items():
+                    if not name.startswith("\0") and ref.module.startswith(vendor):
                         out.setdefault(name, []).append(m.path)
         return out
 
@@ -251,14 +253,19 @@ class SuiteIndex:
                         names |= _candidates(node) - strings
         keys = self.registry.keys_for(names, loose)
         functions = {self.registry.entries[k] for k in keys}
-        for fn in functions:
-            roots.append((self.root_path, fn))
-            roots += [(p, fn) for p in self.vendor_exports.get(fn, [])]
+        roots += [(self.root_path, fn) for fn in functions]
         deps = self.graph.closure(roots)
-        for path in self.every_op_paths():
-            deps.modules.add(path)
-        own = set(spec.files) | {d for p, n in roots if not p.startswith(f"{BENCH_DIR}/")
-                                 and (d := self.graph.defining(p, n))}
+        # a vendor's export of a name the op reaches in the root (flag_gems.sparse_attn_triton too)
+        vendor = [(p, n) for n in sorted(deps.symbols.get(self.root_path, ())) for p in self.vendor_exports.get(n, [])]
+        if vendor:
+            more = self.graph.closure(vendor)
+            deps.modules |= more.modules
+            for path, got in more.symbols.items():
+                deps.symbols.setdefault(path, set()).update(got)
+            roots += vendor
+        deps.modules.update(self.every_op_paths())
+        lib = [(p, n) for p, n in roots if not p.startswith(f"{BENCH_DIR}/")]
+        own = set(spec.files) | {p for p, _ in lib} | {d for p, n in lib if (d := self.graph.defining(p, n))}
         return OpDeps(deps, keys, functions, own)
 
     def every_op_paths(self) -> list[str]:
@@ -306,14 +313,42 @@ def module_change(path: str, old: str | None, new: str | None) -> Change:
     a, b = parse_module(path, old, ("",)), parse_module(path, new, ("",))
     if a.error or b.error:
         return Change(path, "module", whole=True, note="does not parse")
-    names = {n for n in set(a.binders) | set(b.binders)
-             if [s.dump for s in a.binders.get(n, [])] != [s.dump for s in b.binders.get(n, [])]}
+    da, db = _name_dumps(a), _name_dumps(b)
+    names = {n for n in set(da) | set(db) if da.get(n) != db.get(n)}
 
     def loose(m):  # module-level statements that bind nothing (docstrings aside)
         return sorted(s.dump for s in m.stmts if not s.names and not s.dump.startswith("Expr(value=Constant(value="))
 
     whole = loose(a) != loose(b)
     return Change(path, "module", names=names, whole=whole, note="module-level code" if whole else "")
+
+
+def _name_dumps(mod) -> dict[str, list[str]]:
+    """name -> what binds it, statement by statement; an import inside a top-level ``if`` or
+    ``try`` counts by its own line (with the condition), not by the whole block."""
+    import ast
+
+    out: dict[str, list[str]] = {}
+
+    def walk(node, context: str) -> None:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            where = f"{getattr(node, 'module', '')}:{getattr(node, 'level', 0)}"
+            for a in node.names:
+                out.setdefault(a.asname or a.name.split(".")[0], []).append(f"{context}|{where}|{a.name}|{a.asname}")
+        elif isinstance(node, (ast.If, ast.Try)) or type(node).__name__ == "TryStar":
+            inner = context + "|" + (ast.dump(node.test) if isinstance(node, ast.If) else type(node).__name__)
+            kids = [*node.body, *node.orelse, *getattr(node, "finalbody", [])]
+            kids += [k for h in getattr(node, "handlers", []) for k in h.body]
+            for kid in kids:
+                walk(kid, inner)
+        else:
+            text = context + "|" + ast.dump(node)
+            for name in dict.fromkeys(bound_names(node)):
+                out.setdefault(name, []).append(text)
+
+    for st in mod.stmts:
+        walk(st.node, "")
+    return out
 
 
 def registry_change(change: Change, old: str | None, new: str | None) -> Change:
@@ -374,9 +409,10 @@ def targets(change: Change, index: SuiteIndex) -> dict[str, set | None]:
         return {change.path: None}
     if change.kind == "config":
         out: dict[str, set | None] = {}
+        wanted = set(change.keys) | {change.path.rsplit("/", 1)[-1]}
         for m in index.modules:
             for st in m.stmts:
-                if st.literals & change.keys:
+                if st.literals & wanted:
                     if not st.names:
                         out[m.path] = None
                     elif out.get(m.path, set()) is not None:

@@ -39,7 +39,7 @@ class Stmt:
     node: ast.stmt
     bare: frozenset  # names loaded other than as ``name.attr``
     attrs: frozenset  # (name, attr, ...) for every ``name.attr...`` chain loaded
-    literals: frozenset  # string constants (the keys of tuning configs)
+    literals: frozenset  # strings passed to calls (the keys of tuning configs, file names)
 
     @property
     def dump(self) -> str:
@@ -84,7 +84,7 @@ def dotted_name(path: str, src_roots: tuple[str, ...]) -> tuple[str, bool]:
     return ".".join(parts), is_pkg
 
 
-def _bound_names(node: ast.stmt) -> list[str]:
+def bound_names(node: ast.stmt) -> list[str]:
     """The top-level names ``node`` binds (branches of if/try/with included)."""
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return [node.name]
@@ -99,10 +99,10 @@ def _bound_names(node: ast.stmt) -> list[str]:
         out: list[str] = []
         for part in ("body", "orelse", "finalbody"):
             for child in getattr(node, part, []) or []:
-                out += _bound_names(child)
+                out += bound_names(child)
         for handler in getattr(node, "handlers", []) or []:
             for child in handler.body:
-                out += _bound_names(child)
+                out += bound_names(child)
         return out
     names = []
     for t in targets:
@@ -129,8 +129,11 @@ def _stmt(node: ast.stmt, mod: Module | None = None) -> Stmt:
             names_seen.append(n)
         elif kind is ast.Name:
             names_seen.append(n)
-        elif kind is ast.Constant and isinstance(n.value, str) and len(n.value) < 200:
-            literals.add(n.value)
+        elif kind is ast.Constant and isinstance(n.value, str) and n.value.endswith((".yaml", ".yml")):
+            literals.add(n.value.rsplit("/", 1)[-1])  # a config file's name
+        elif kind is ast.Call:  # a string passed to a call: get_tuned_config("mm"), a config file's name
+            literals.update(a.value for a in (*n.args, *(k.value for k in n.keywords))
+                            if type(a) is ast.Constant and isinstance(a.value, str) and len(a.value) < 200)
         elif mod is not None and kind in (ast.Import, ast.ImportFrom):
             _import(mod, n)
     for n in names_seen:
@@ -142,7 +145,7 @@ def _stmt(node: ast.stmt, mod: Module | None = None) -> Stmt:
             chain = _chain(n)
             if chain is not None:
                 attrs.add(chain)
-    names = tuple(dict.fromkeys(_bound_names(node)))
+    names = tuple(dict.fromkeys(bound_names(node)))
     return Stmt(names, node, frozenset(bare), frozenset(attrs), frozenset(literals))
 
 
@@ -152,7 +155,7 @@ def _is_reexport(node: ast.stmt) -> bool:
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
         return True  # a docstring
     if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-        return set(_bound_names(node)) <= {"__all__"}
+        return set(bound_names(node)) <= {"__all__"}
     if isinstance(node, (ast.If, ast.Try)) or type(node).__name__ == "TryStar":
         kids = list(getattr(node, "body", [])) + list(getattr(node, "orelse", [])) + list(getattr(node, "finalbody", []))
         for h in getattr(node, "handlers", []) or []:
