@@ -291,7 +291,7 @@ def publish(h: History, out: str | Path) -> dict:
             (tmp / op_file(op)).write_text(_op_page(op, cases, h), encoding="utf-8")
         (tmp / "index.html").write_text(_INDEX.render(h=h, head=_head(h), css=_CSS, ops=rows, runs=h.runs,
                                                       metric=h.metric), encoding="utf-8")
-        (tmp / "history.json").write_text(json.dumps(h.to_json(), indent=1, default=str), encoding="utf-8")
+        (tmp / "history.json").write_text(json.dumps(h.to_json(), separators=(",", ":"), default=str), encoding="utf-8")
         (tmp / MARKER).write_text("written by opscreen publish; the folder is replaced whole on the next one\n")
         os.chmod(tmp, 0o755)
         old = None
