@@ -87,6 +87,7 @@ def test_a_case_that_flips_back_and_forth_is_flaky(tmp_path):
     flaky = [c for c in h.cases if c.flaky]
     assert [(c.op, c.dtype) for c in flaky] == [CASE[:2]]
     assert flaky[0].flips == 8 and flaky[0].moves == [-1, 1] * 4 + [-1]
+    assert "|" not in series_text(flaky[0])  # its fitted steps are not marked as changes
     assert [c.key() for c in h.cases if c.changes and not c.flaky] == []
 
 

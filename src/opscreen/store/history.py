@@ -361,9 +361,10 @@ def _fmt(v: float) -> str:
 
 
 def series_text(case: CaseHistory) -> str:
-    """The case's values in run order: ``|`` before a change point's first run, ``F`` failed,
+    """The case's values in run order: ``|`` before a change point's first run (none in a
+    flaky case), ``F`` failed,
     ``.`` a row without a value; runs that do not hold the case are left out."""
-    cuts = {c.at for c in case.changes}
+    cuts = set() if case.flaky else {c.at for c in case.changes}  # a flaky case's steps are no changes
     out = []
     for p in case.points:
         if p.run in cuts:

@@ -145,9 +145,13 @@ def _head(h: History) -> str:
 _W, _H, _PAD = 760, 190, 34
 
 
+def _shown_changes(case: CaseHistory) -> list:
+    return [] if case.flaky else case.changes  # a flaky case's steps are no changes
+
+
 def _segments(case: CaseHistory) -> list[list]:
     """The case's measured points split at its change points."""
-    cuts = sorted(ch.at for ch in case.changes)
+    cuts = sorted(ch.at for ch in _shown_changes(case))
     segs: list[list] = [[]]
     for p in (p for p in case.points if p.value is not None):
         while cuts and p.run >= cuts[0]:
@@ -189,7 +193,7 @@ def svg_plot(case: CaseHistory, runs: list[dict]) -> str:
         out.append(f'<rect x="{x0:.1f}" y="{top:.1f}" width="{x1 - x0:.1f}" height="{bottom - top:.1f}" '
                    'fill="#4a7bd0" fill-opacity="0.12"/>')
         out.append(f'<line x1="{x0:.1f}" x2="{x1:.1f}" y1="{y(level):.1f}" y2="{y(level):.1f}" stroke="#4a7bd0"/>')
-    for ch in case.changes:
+    for ch in _shown_changes(case):
         prev = max((p.run for p in case.points if p.run < ch.at and p.value is not None), default=ch.at)
         cx = (x(prev) + x(ch.at)) / 2
         colour = "#b00020" if ch.direction == "slower" else "#00701a"
