@@ -25,7 +25,8 @@ from opscreen.backends import devmon  # noqa: E402
 from opscreen.backends.devmon import Sample, Unavailable, decode_reasons, open_monitor  # noqa: E402
 from opscreen.op import run as op_run  # noqa: E402
 from opscreen.op import telemetry  # noqa: E402
-from opscreen.results import throttle  # noqa: E402
+from opscreen.results import throttle, traces  # noqa: E402
+from opscreen.results.report import render_report  # noqa: E402
 from opscreen.results.compare import CSV_COLUMNS, compare_summaries, format_comparison  # noqa: E402
 from opscreen.results.summary import COLUMNS, OpSummary, Summary, build_summary  # noqa: E402
 
@@ -349,9 +350,15 @@ def test_an_op_that_passes_records_its_measurement(faults, nvml_on_cpu, monkeypa
     assert ident["device_state"]["source"] == "nvml" and ident["device_state"]["power_limit_w"]["enforced"] == 700.0
     _valid(res, ident)
     _stopped(nvml_on_cpu, 0)
+    tr = tel["trace"]
+    assert len(tr["t_s"]) == len(tr["sm_clock_mhz"]) == len(tr["power_w"]) == min(tel["samples"], telemetry.TRACE_POINTS)
+    assert tr["t_s"] == sorted(tr["t_s"]) and 0 <= tr["t_s"][0] and tr["t_s"][-1] <= tel["window_s"]
     s = build_summary(out)
     assert s.ops[0].throttled.startswith("sw_power_cap") and {r[COLUMNS.index("throttled")] for r in s.rows} == \
         {s.ops[0].throttled}
+    html = render_report(s, out / "report.html")
+    assert html.count('<div class="trace"><svg class="trace"') == 1 and html.count("<polyline") == 2
+    assert "device: " in html and "samples (nvml, every 10 ms), SM clock" in html and "throttled: sw_power_cap" in html
 
 
 def test_nvml_that_fails_to_initialise_leaves_the_op_unknown_with_why(faults, nvml_on_cpu, monkeypatch):
@@ -417,6 +424,20 @@ def test_each_repeat_keeps_its_own_and_the_summary_joins_them(faults, nvml_on_cp
     _stopped(nvml_on_cpu, 0)
 
 
+def test_a_trace_is_thinned_evenly_and_drawn_from_numbers_only():
+    samples = [_sample(100.0 + 0.01 * i, sm=1980 - i, power=600.0 + i) for i in range(500)]
+    tr = telemetry.trace(samples, start=100.0, points=50)
+    assert len(tr["t_s"]) == 50 and tr["t_s"][0] == 0.0 and tr["t_s"][-1] == pytest.approx(4.99)
+    assert tr["sm_clock_mhz"][0] == 1980 and tr["sm_clock_mhz"][-1] == 1481 and telemetry.trace([]) is None
+    svg = traces.trace_svg({"source": "nvml", "trace": tr, "max_sm_clock_mhz": 1980, "power_limit_w": {"max": 700.0}})
+    assert svg.startswith('<svg class="trace"') and svg.count("<polyline") == 2 and svg.count("<line") == 2
+    assert "SM clock 1730 MHz median, 1481-1980" in svg and "power 850 W median, 600-1099" in svg
+    stats = {"min": 1000.0, "median": 1900.0, "max": 1980.0}  # result.json's, over every sample: the label's
+    assert "SM clock 1900 MHz median, 1000-1980" in traces.trace_svg({"source": "nvml", "trace": tr, "sm_clock_mhz": stats})
+    assert traces.trace_svg({"source": "unknown", "why": "x"}) is None and traces.trace_svg(None) is None
+    assert traces.trace_svg({"processes": [None, {"source": "nvml", "trace": tr}]}).count("<polyline") == 2
+
+
 def test_a_bad_interval_is_one_line(monkeypatch):
     from opscreen.errors import UsageError
 
@@ -445,6 +466,8 @@ def test_the_cpu_backend_records_unknown_for_real(tmp_path):
     assert res.returncode == 0 and "telemetry: unknown 2 ops (the cpu backend has no device-telemetry" in res.stdout
     js = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert {r[COLUMNS.index("throttled")] for r in js["rows"]} == {None}
+    html = render_report(build_summary(tmp_path / "run"), tmp_path / "run" / "report.html")
+    assert '<div class="trace">' not in html and "device: " not in html  # nothing sampled: nothing drawn
 
 
 # -- compare names the throttled side and a device state that differs ------------------------------

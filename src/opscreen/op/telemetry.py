@@ -26,12 +26,14 @@ from pathlib import Path
 from ..backends.devmon import BAD_REASONS, Unavailable, decode_reasons, no_monitor, open_monitor
 from ..settings import telemetry_interval_ms
 
-__all__ = ["Sampler", "QUANTITIES", "reduce_samples", "interval_ms"]
+__all__ = ["Sampler", "QUANTITIES", "reduce_samples", "interval_ms", "trace", "measurement_window"]
 
 #: what a sample holds, as result.json names each quantity
 QUANTITIES = ("sm_clock_mhz", "mem_clock_mhz", "power_w", "power_limit_w", "temperature_c")
 #: how long the thread waits for the child's identity (the device's UUID) before it gives up
 IDENTITY_WAIT_S = 600.0
+#: the most points ``result.json`` keeps of an op's trace (the report draws it, small)
+TRACE_POINTS = 60
 
 
 def interval_ms() -> float:
@@ -65,6 +67,19 @@ def reduce_samples(samples: list, max_sm_clock: float | None) -> dict:
     out["bad_reasons"] = sorted(k for k in counts if k in BAD_REASONS) if read else None
     out["max_sm_clock_mhz"] = max_sm_clock
     return out
+
+
+def trace(samples: list, start: float | None = None, points: int = TRACE_POINTS) -> dict | None:
+    """The SM clock and power of ``samples`` over time (s from ``start``, else the first sample),
+    evenly thinned to at most ``points``; None without samples."""
+    if not samples:
+        return None
+    if len(samples) > points:
+        n = len(samples) - 1
+        samples = [samples[round(i * n / (points - 1))] for i in range(points)]
+    t0 = start if start is not None else samples[0].t
+    return {"t_s": [round(s.t - t0, 3) for s in samples], "sm_clock_mhz": [s.sm_clock_mhz for s in samples],
+            "power_w": [s.power_w for s in samples]}
 
 
 def measurement_window(identity: dict | None, spawned_at: float | None) -> tuple[float, float] | None:
@@ -175,7 +190,8 @@ class Sampler:
         out = {**base, "window": "measurement" if window is not None else "child",
                "window_s": round(window[1] - window[0], 3) if window is not None else None,
                **reduce_samples(kept, self.monitor.max_sm_clock_mhz()),
-               "sampling_s": round(self.sampling_s, 6), "samples_all": len(self.samples)}
+               "sampling_s": round(self.sampling_s, 6), "samples_all": len(self.samples),
+               "trace": trace(kept, window[0] if window is not None else None)}
         if self.why:
             out["why"] = self.why
         return out

@@ -34,6 +34,7 @@ from urllib.parse import quote
 from .. import __version__
 from ..fsio import atomic_write_text
 from . import compare as _compare
+from . import traces as _traces
 from .compare import CompareRow, Comparison, Verdict, _moved_list, _show
 from .summary import COL, Summary, mixed_rows, noise, row_band
 
@@ -774,9 +775,11 @@ def op_sections(p: _Page) -> list[dict]:
                               _plural(o.attempts, "attempt") if o.attempts and o.attempts > 1 else "") if x]
         if o.fallbacks:
             facts.append(f"{sum(f['rows'] for f in o.fallbacks)} row sides not graph-timed (see Graph fallback)")
+        device = _traces.telemetry_fact(o.telemetry, o.throttled)  # None where nothing was sampled
+        facts += [device] if device else []
         out.append({"id": p.slugs[o.op], "op": o.op, "status": o.status, "cls": op_kind(o.status), "facts": facts,
                     "error": o.error or "", "rows": o.rows, "log": o.run_log or "",
-                    "href": _link(p.s.path, o.run_log, p.out_dir)})  # fmt: skip
+                    "href": _link(p.s.path, o.run_log, p.out_dir), "trace": _traces.trace_svg(o.telemetry)})  # fmt: skip
     return out
 
 
@@ -1082,9 +1085,9 @@ def render_report(s: Summary, out_path: str | Path, comparison: Comparison | Non
 
     env = _environment()
     ctx = page_ctx(s, out_path, comparison)
-    for holder, key in ((ctx, "chart"), (ctx["compare"] or {}, "chart")):
+    for holder, key in ((ctx, "chart"), (ctx["compare"] or {}, "chart"), *((o, "trace") for o in ctx["op_sections"])):
         if holder.get(key):
-            holder[key] = markup(holder[key])  # matplotlib's SVG, made here from numbers
+            holder[key] = markup(holder[key])  # matplotlib's SVG and the traces' (results/traces.py), made from numbers
     ctx["css"] = markup((TEMPLATES / "report.css").read_text(encoding="utf-8"))
     ctx["js"] = markup((TEMPLATES / "report.js").read_text(encoding="utf-8"))
     return env.get_template("report.html.j2").render(ctx)
