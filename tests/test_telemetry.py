@@ -513,3 +513,28 @@ def test_compare_names_the_throttled_side_of_a_row_it_calls_slower():
     a2 = _summary("A", [_row(op="x", torch_ms=0.1, lib_ms=0.1)])
     c2 = compare_summaries(a2, _summary("B", [_row(op="x", torch_ms=0.1, lib_ms=0.12, throttled="no")]), table=False)
     assert c2.rows[0].throttled is None and "device state" not in format_comparison(c2)
+
+
+# -- the fake vendor runtimes (tests/fixtures/vendors): what they cannot report is unknown ------------
+
+
+@pytest.mark.parametrize("name", ["musa", "ascend", "mlu", "rocm"])
+def test_the_fake_vendors_record_unknown_telemetry_and_device_state(name, cli, tmp_path):
+    from test_vendor_backends import VENDORS, vendor_env
+
+    out = tmp_path / "op"
+    res = cli("op", "add", "--backend", name, "--device", "1", "--dtypes", "float32", "--out", out,
+              env={**vendor_env(VENDORS[name], tmp_path), "OPSCREEN_MAX_TIME": "0.02", "OPSCREEN_MIN_SAMPLES": "3"},
+              timeout=600)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr
+    tel = json.loads((out / "result.json").read_text())["telemetry"]
+    state = json.loads((out / "run_identity.json").read_text())["device_state"]
+    if name == "rocm":  # a backend with a library, which this host lacks: its import error says so
+        assert tel["source"] == "unknown" and tel["why"].startswith("amdsmi is not importable (ModuleNotFoundError")
+    else:
+        assert tel == {"source": "unknown",
+                       "why": f"the {name} backend has no device-telemetry library in opscreen (NVML and amdsmi only)"}
+    assert state == tel  # the same reason, never a guessed value
+    res = cli("summary", out)
+    assert res.returncode == 0 and "telemetry: unknown 1 ops" in res.stdout
+    assert {r[COLUMNS.index("throttled")] for r in json.loads((out / "summary.json").read_text())["rows"]} == {None}
