@@ -407,18 +407,25 @@ def targets(change: Change, index: SuiteIndex) -> dict[str, set | None]:
         return {change.path: set(change.names)} if change.names else {}
     if change.kind == "every":
         return {change.path: None}
-    if change.kind == "config":
-        out: dict[str, set | None] = {}
-        wanted = set(change.keys) | {change.path.rsplit("/", 1)[-1]}
-        for m in index.modules:
-            for st in m.stmts:
-                if st.literals & wanted:
-                    if not st.names:
-                        out[m.path] = None
-                    elif out.get(m.path, set()) is not None:
-                        out.setdefault(m.path, set()).update(st.names)
-        return out
+    if change.kind == "config":  # the statements that ask for a changed key, else the file by name
+        return _naming(index, set(change.keys)) or _naming(index, {change.path.rsplit("/", 1)[-1]})
     return {}
+
+
+def _naming(index: SuiteIndex, wanted: set[str]) -> dict[str, set | None]:
+    """path -> the names of its statements whose calls pass one of ``wanted`` (None: a statement that binds nothing)."""
+    out: dict[str, set | None] = {}
+    loader = f"{index.libdir}/runtime/"  # the runtime's own modules load every key: they ask for none
+    for m in index.modules:
+        if m.path.startswith(loader) and "/" not in m.path[len(loader):]:
+            continue
+        for st in m.stmts:
+            if st.literals & wanted:
+                if not st.names:
+                    out[m.path] = None
+                elif out.get(m.path, set()) is not None:
+                    out.setdefault(m.path, set()).update(st.names)
+    return out
 
 
 def _hits(tg: dict[str, set | None], deps: Deps) -> bool:

@@ -39,7 +39,7 @@ class Stmt:
     node: ast.stmt
     bare: frozenset  # names loaded other than as ``name.attr``
     attrs: frozenset  # (name, attr, ...) for every ``name.attr...`` chain loaded
-    literals: frozenset  # strings passed to calls (the keys of tuning configs, file names)
+    literals: frozenset  # the keys asked of tuning configs (``get_tuned_config("mm")``), YAML file names
 
     @property
     def dump(self) -> str:
@@ -131,9 +131,10 @@ def _stmt(node: ast.stmt, mod: Module | None = None) -> Stmt:
             names_seen.append(n)
         elif kind is ast.Constant and isinstance(n.value, str) and n.value.endswith((".yaml", ".yml")):
             literals.add(n.value.rsplit("/", 1)[-1])  # a config file's name
-        elif kind is ast.Call:  # a string passed to a call: get_tuned_config("mm"), a config file's name
-            literals.update(a.value for a in (*n.args, *(k.value for k in n.keywords))
-                            if type(a) is ast.Constant and isinstance(a.value, str) and len(a.value) < 200)
+        elif kind is ast.Call and n.args and type(n.args[0]) is ast.Constant and isinstance(n.args[0].value, str):
+            func = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
+            if "config" in func.lower():  # get_tuned_config("mm"), get_heuristic_config("softmax_inner")
+                literals.add(n.args[0].value)
         elif mod is not None and kind in (ast.Import, ast.ImportFrom):
             _import(mod, n)
     for n in names_seen:
