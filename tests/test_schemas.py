@@ -137,7 +137,9 @@ def test_summary_csv_holds_the_summary_json_rows_in_the_schema_columns(screens):
         assert any(x["lib_ci_ms"] is not None for x in ok)  # the CPU timer records the median's interval
         for x in ok:
             if x["lib_ci_ms"] is not None:
-                assert 0 < x["lib_ci_ms"] < x["lib_ms"]  # ms, a half width below the latency
+                # ms: a half width of the latency's order (on a loaded 2-core host it can pass the
+                # latency itself; a unit slip, us or a relative figure, would be 1000x off)
+                assert 0 < x["lib_ci_ms"] < 20 * x["lib_ms"]
             assert x["lib_noise_pct"] is None or 0 <= x["lib_noise_pct"] < 1000  # percent
 
 
