@@ -271,16 +271,23 @@ WORKER_BOUNDS = MappingProxyType({
 })
 
 
+def _env_number(name: str, environ: Mapping[str, str]) -> tuple[str, float | None]:
+    """``environ[name]`` stripped and as a number (-1.0 where it is none; None where unset or empty)."""
+    text = (environ.get(name) or "").strip()
+    if not text:
+        return text, None
+    try:
+        return text, float(text)
+    except ValueError:
+        return text, -1.0
+
+
 def positive_env(name: str, default: float, environ: Mapping[str, str]) -> float:
     """A positive number from ``environ[name]`` (unset or empty: ``default``); another value
     is a :class:`UsageError` that names the variable and its default."""
-    text = (environ.get(name) or "").strip()
-    if not text:
+    text, value = _env_number(name, environ)
+    if value is None:
         return default
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
     if not value > 0 or value == float("inf"):
         raise UsageError(f"{name}={text!r} is not a positive number; set it to one (default {default:g}) or unset it")
     return value
@@ -328,13 +335,9 @@ TELEMETRY_MAX_MS = 60000.0
 def telemetry_interval_ms(environ: Mapping[str, str]) -> float:
     """:data:`TELEMETRY_MS` from ``environ``: 0 (off) or 1 to 60000 ms; another value is one line."""
     name, default = TELEMETRY_MS
-    text = (environ.get(name) or "").strip()
-    if not text:
+    text, value = _env_number(name, environ)
+    if value is None:
         return default
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
     if not (value == 0 or 1 <= value <= TELEMETRY_MAX_MS):
         raise UsageError(f"{name}={text!r} is neither 0 (off) nor a number of milliseconds from 1 to "
                          f"{TELEMETRY_MAX_MS:g}; set one (default {default:g}) or unset it")
