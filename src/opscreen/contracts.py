@@ -9,6 +9,7 @@ result               result.json            schema     "opscreen.result/2"
 run_identity         run_identity.json      schema     "opscreen.identity/1" (kinds op, run)
 summary              summary.json           schema     "opscreen.summary/4"
 floors               floors.json            schema     "opscreen.floors/1" (opscreen calibrate)
+peaks                peaks.json             schema     "opscreen.peaks/1" (opscreen devices --peaks)
 ===================  =====================  =========  ==========================================
 
 The results store (:data:`STORE`, ``opscreen store``) is a database, not a file: its
@@ -51,7 +52,7 @@ from .fsio import atomic_write_json
 
 __all__ = [
     "Contract", "ContractError", "NewerVersion", "Damaged",
-    "CHILD_CONFIG", "RESULT", "RUN_IDENTITY", "SUMMARY", "FLOORS", "CONTRACTS", "STORE",
+    "CHILD_CONFIG", "RESULT", "RUN_IDENTITY", "SUMMARY", "FLOORS", "PEAKS", "CONTRACTS", "STORE",
     "version_of", "upgrade", "stamp", "load", "read", "write", "noise_pct",
 ]
 
@@ -212,7 +213,9 @@ SUMMARY = Contract("summary", "summary.json", "schema", 4, prefix="opscreen.summ
                    migrations={2: summary_update_to_2, 3: summary_update_to_3, 4: summary_update_to_4},
                    legacy_fields=("version",))
 FLOORS = Contract("floors", "floors.json", "schema", 1, prefix="opscreen.floors/")
-CONTRACTS = (CHILD_CONFIG, RESULT, RUN_IDENTITY, SUMMARY, FLOORS)
+#: a device's spec and measured peaks (opscreen devices --peaks; opscreen.backends.peaks)
+PEAKS = Contract("peaks", "peaks.json", "schema", 1, prefix="opscreen.peaks/")
+CONTRACTS = (CHILD_CONFIG, RESULT, RUN_IDENTITY, SUMMARY, FLOORS, PEAKS)
 #: the results store's database (the ``schema`` row of its ``meta`` table; not a file, so not
 #: in :data:`CONTRACTS`); its migrations are SQL: opscreen.store.db.MIGRATIONS
 STORE = Contract("store", "meta table of the store database", "schema", 1, prefix="opscreen.store/",
