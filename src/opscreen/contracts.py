@@ -7,7 +7,7 @@ contract             file                   field      version (as written)
 child_config         child_config.json      schema     "opscreen.child_config/2"
 result               result.json            schema     "opscreen.result/2"
 run_identity         run_identity.json      schema     "opscreen.identity/1" (kinds op, run)
-summary              summary.json           schema     "opscreen.summary/4"
+summary              summary.json           schema     "opscreen.summary/5"
 floors               floors.json            schema     "opscreen.floors/1" (opscreen calibrate)
 peaks                peaks.json             schema     "opscreen.peaks/1" (opscreen devices --peaks)
 ===================  =====================  =========  ==========================================
@@ -197,6 +197,24 @@ def summary_update_to_4(obj: dict) -> dict:
     return dict(obj)
 
 
+#: summary 5's columns: version 4's and the row's distance from the device's peak: which peak
+#: (``bandwidth`` for a GB/s row, ``flops <dtype>`` for a TFLOPS row), then each side's percent
+#: of the achievable (measured) peak and of the spec peak (docs/peaks.md; empty where the row has
+#: no GB/s or TFLOPS, or no peak is known)
+PEAK_COLUMNS = ("peak_basis", "torch_pct_peak", "lib_pct_peak", "torch_pct_spec", "lib_pct_spec")
+SUMMARY_5_COLUMNS = SUMMARY_4_COLUMNS + PEAK_COLUMNS
+
+
+def summary_update_to_5(obj: dict) -> dict:
+    """summary 4 -> 5: every row gets the %-of-peak columns and the summary ``peaks``, all empty
+    (None): version 4 held no peak (a newer ``opscreen summary RUN_DIR`` fills them in)."""
+    cols = obj.get("columns")
+    if isinstance(cols, list) and "peak_basis" not in cols:
+        pad = [None] * len(PEAK_COLUMNS)
+        obj = {**obj, "columns": [*cols, *PEAK_COLUMNS], "rows": [[*r, *pad] for r in obj.get("rows") or []]}
+    return {**obj, "peaks": obj.get("peaks")}
+
+
 def noise_pct(fraction: float | None) -> float | None:
     """A relative standard deviation (a fraction, as the timers record it) as the noise
     every file for analysts gives: percent, rounded to 1e-6 (what the fraction's float
@@ -209,8 +227,9 @@ CHILD_CONFIG = Contract("child_config", "child_config.json", "schema", 2, prefix
 RESULT = Contract("result", "result.json", "schema", 2, prefix="opscreen.result/",
                   migrations={2: retag_update_to_2})
 RUN_IDENTITY = Contract("run_identity", "run_identity.json", "schema", 1, prefix="opscreen.identity/")
-SUMMARY = Contract("summary", "summary.json", "schema", 4, prefix="opscreen.summary/",
-                   migrations={2: summary_update_to_2, 3: summary_update_to_3, 4: summary_update_to_4},
+SUMMARY = Contract("summary", "summary.json", "schema", 5, prefix="opscreen.summary/",
+                   migrations={2: summary_update_to_2, 3: summary_update_to_3, 4: summary_update_to_4,
+                               5: summary_update_to_5},
                    legacy_fields=("version",))
 FLOORS = Contract("floors", "floors.json", "schema", 1, prefix="opscreen.floors/")
 #: a device's spec and measured peaks (opscreen devices --peaks; opscreen.backends.peaks)

@@ -594,6 +594,64 @@ def change_plot_svg(rows_or_changes: Iterable[Any]) -> str | None:
 
 _change_plot_svg = change_plot_svg  # the name before the stacked verdicts
 
+PEAK_LABELS = 14  # ops named on the %-of-peak plot: those with the most points
+
+
+def peak_points(rows: list[list]) -> list[tuple[str, float, float, str]]:
+    """(op, speedup, library %-of-peak, basis) of every ok row that has both (summary 5's columns)."""
+    out = []
+    for r in rows:
+        pct, sp = r[COL["lib_pct_peak"]], r[COL["speedup"]]
+        if r[COL["status"]] == "ok" and pct is not None and pct > 0 and sp and sp > 0 and math.isfinite(sp):
+            out.append((r[COL["op"]], float(sp), float(pct), (r[COL["peak_basis"]] or "").split(" ")[0]))
+    return out
+
+
+def peak_figure(rows: list[list]):
+    """The library's %-of-peak against its speedup, one point per row (log-log; blue: GB/s rows held
+    against the copy, orange: TFLOPS rows against the matmul of their dtype), each of the ops with the
+    most points named at the median of its points; None without a point."""
+    pts = peak_points(rows)
+    if not pts:
+        return None
+    matplotlib, plt = _pyplot()
+    with matplotlib.rc_context(PLOT_RC):
+        fig, ax = plt.subplots(figsize=(PLOT_WIDTH_IN, 4.2))
+        for basis, color, label in (("bandwidth", "#3a8fb7", "GB/s rows: % of the copy's bandwidth"),
+                                    ("flops", "#e07b39", "TFLOPS rows: % of the matmul of their dtype")):
+            xs = [p[1] for p in pts if p[3] == basis]
+            ys = [p[2] for p in pts if p[3] == basis]
+            if xs:
+                ax.scatter(xs, ys, s=9, alpha=0.55, color=color, label=f"{label} ({len(xs)})", linewidths=0)
+        from matplotlib.ticker import FuncFormatter
+
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}×"))
+        ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}%"))
+        ax.axvline(1.0, color="#333", lw=0.8)
+        ax.axhline(100.0, color="#999", lw=0.8, ls="--")
+        by: dict[str, list[tuple[float, float]]] = {}
+        for op, x, y, _ in pts:
+            by.setdefault(op, []).append((x, y))
+        named = sorted(by, key=lambda op: (-len(by[op]), op))[:PEAK_LABELS]
+        for op in named:
+            xs, ys = sorted(x for x, _ in by[op]), sorted(y for _, y in by[op])
+            ax.annotate(op, (xs[len(xs) // 2], ys[len(ys) // 2]), fontsize=8, color="#222", alpha=0.9,
+                        xytext=(3, 3), textcoords="offset points")
+        ax.set_xlabel("speedup over torch (log; right of the line: the library is faster)")
+        ax.set_ylabel("library % of the measured peak (log)")
+        ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.02), ncol=2, frameon=False, fontsize=9)
+        ax.spines[["top", "right"]].set_visible(False)
+        fig.tight_layout()
+    return fig
+
+
+def peak_plot_svg(rows: list[list]) -> str | None:
+    """:func:`peak_figure` as inline SVG text."""
+    return _svg_closing(peak_figure(rows))
+
 
 # ---------------------------------------------------------------- the run's verdict
 
@@ -1011,11 +1069,12 @@ def _filters(table: Table, compare: bool) -> dict:
     return out
 
 
-def _nav(compare: bool, st: dict, fb: dict, fails: list, at: dict | None = None) -> list[tuple[str, str]]:
+def _nav(compare: bool, st: dict, fb: dict, fails: list, at: dict | None = None,
+         peaks: bool = False) -> list[tuple[str, str]]:
     nav = [("compare", "Comparison"), ("status", "This run")] if compare else [("status", "Verdict")]
     if fails:
         nav.append(("failures", "Did not pass"))
-    nav += [("distribution", "Speedups"), ("ops", "Ops"), ("slowest", "Lowest speedups"), ("cases", "All cases"),
+    nav += [("distribution", "Speedups"), *([("peaks", "Peaks")] if peaks else []), ("ops", "Ops"), ("slowest", "Lowest speedups"), ("cases", "All cases"),
             ("per-op", "Per op")]  # fmt: skip
     if fb["table"] is not None:
         nav.append(("fallback", "Graph fallback"))
@@ -1037,16 +1096,34 @@ def page_ctx(s: Summary, out_path: str | Path, comparison: Comparison | None = N
                     key=lambda r: (r[COL["speedup"]], r[0], r[1], r[2], r[3], r[4]))  # fmt: skip
     cmp = compare_ctx(p, comparison) if comparison is not None else None
     cases = cmp["cases"] if cmp else Table(RUN_COLS, [run_row(p, r) for r in s.rows], id="cases-table").without_empty(THROUGHPUT)
+    pk = peaks_ctx(s, fin)
     cal = s.caliber or {}
     sub = [x for x in (cal.get("device_name"), cal.get("backend"), f"timer {cal['timer']}" if cal.get("timer") else None,
                        f"{len(s.ops)} ops", f"{len(s.rows)} cases", (s.identity or {}).get("started_at")) if x]  # fmt: skip
     return {
-        "name": s.name, "sub": " · ".join(str(x) for x in sub), "version": __version__, "nav": _nav(cmp is not None, st, fb, fails, at),
+        "name": s.name, "sub": " · ".join(str(x) for x in sub), "version": __version__, "nav": _nav(cmp is not None, st, fb, fails, at, pk is not None),
         "status": st, "failures": fails, "fallback": fb, "autotune": at, "compare": cmp, "cases": cases,
         "filters": _filters(cases, cmp is not None), "ops_table": ops_table(p), "op_sections": op_sections(p),
         "lowest": Table(RUN_COLS, [run_row(p, r) for r in lowest[:LOWEST]], total=len(lowest)).without_empty(THROUGHPUT),
         "chart": speedup_plot_svg(by), "identity": identity_items(s), "has_identity": bool(s.identity),
+        "peaks": pk,
     }  # fmt: skip
+
+
+def peaks_ctx(s: Summary, rows: list[list]) -> dict | None:
+    """The %-of-peak section: the plot, and the peaks it is of; None where no row has a %-of-peak."""
+    chart = peak_plot_svg(rows)
+    if chart is None:
+        return None
+    pk = s.peaks or {}
+    ach = pk.get("achievable") or {}
+    flops = ", ".join(f"{d} {v:g}" for d, v in (ach.get("tflops") or {}).items() if v is not None)
+    spec = pk.get("spec") or {}
+    bw = spec.get("bandwidth_gbps")
+    about = (f"{(pk.get('device') or {}).get('name') or 'the device'}, measured {pk.get('measured_at')}: copy "
+             f"{ach.get('bandwidth_gbps')} GB/s, matmul {flops} TFLOPS"
+             + (f"; spec {bw:g} GB/s" if bw else f"; spec unknown ({spec.get('why')})" if spec.get("why") else ""))
+    return {"chart": chart, "about": about, "rows": len(peak_points(rows))}
 
 
 _BREAK = re.compile(r"([_,])")
@@ -1085,7 +1162,7 @@ def render_report(s: Summary, out_path: str | Path, comparison: Comparison | Non
 
     env = _environment()
     ctx = page_ctx(s, out_path, comparison)
-    for holder, key in ((ctx, "chart"), (ctx["compare"] or {}, "chart"), *((o, "trace") for o in ctx["op_sections"])):
+    for holder, key in ((ctx, "chart"), (ctx["compare"] or {}, "chart"), (ctx["peaks"] or {}, "chart"), *((o, "trace") for o in ctx["op_sections"])):
         if holder.get(key):
             holder[key] = markup(holder[key])  # matplotlib's SVG and the traces' (results/traces.py), made from numbers
     ctx["css"] = markup((TEMPLATES / "report.css").read_text(encoding="utf-8"))

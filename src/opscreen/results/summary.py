@@ -65,12 +65,14 @@ __all__ = [
 # row (``run``, ``run_started_at``, ``suite_commit``): opscreen.contracts.summary_update_to_3
 # 4: ``throttled`` on every row, ``telemetry``, ``device_state`` and ``throttled`` on every op
 # (the device's state while the op measured): opscreen.contracts.summary_update_to_4
+# 5: the %-of-peak columns (``peak_basis``, ``torch_pct_peak``, ``lib_pct_peak``, ``torch_pct_spec``,
+# ``lib_pct_spec``) and ``peaks`` in the head (docs/peaks.md): opscreen.contracts.summary_update_to_5
 SUMMARY_VERSION = contracts.SUMMARY.version
 SUMMARY_KIND = "opscreen.summary"  # what version 1 and 2 said in ``kind``; 3 says it in ``schema``
 
-# version 4's columns (opscreen.contracts holds them: its migration to 4 gives these); a
-# version 5 that changes them writes its own list there and its update_to_5
-COLUMNS = list(contracts.SUMMARY_4_COLUMNS)
+# version 5's columns (opscreen.contracts holds them: its migration to 5 gives these); a
+# version 6 that changes them writes its own list there and its update_to_6
+COLUMNS = list(contracts.SUMMARY_5_COLUMNS)
 #: the columns that say which run a row is of: the same on every row of a summary, so that
 #: the summary.csv files of many runs concatenate into one table without a join
 RUN_COLUMNS = ("run", "run_started_at", "suite_commit")
@@ -147,6 +149,7 @@ class Summary:
     path: Path | None = None  # folder the summary belongs to (not written)
     max_band: float = DEFAULT_MAX_BAND  # rows with a wider band are "unresolved" (written in the head)
     noise_k: float = NOISE_K  # a row's band is noise_k x its recorded noise (--noise-k)
+    peaks: dict | None = None  # the device's peaks the %-of-peak columns are of (results/peaks.py)
 
     # ------------------------------------------------------------ derived figures
     def row_counts(self) -> dict[str, int]:
@@ -235,6 +238,7 @@ class Summary:
             "unresolved": self.unresolved(),
             "autotune_flips": self.autotune_flips(),
             "time": time_stats(self.ops),
+            "peaks": self.peaks,
             "ops": [asdict(o) for o in self.ops],
             "columns": COLUMNS,
         }
@@ -546,6 +550,7 @@ def _row(op: str, r: CaseRow, st: str, speedup: float | None, of_op: tuple, thro
         r.repeats, _clean(r.torch_spread), _clean(r.lib_spread), _clean(r.speedup_spread),
         _clean(r.torch_host_ms), _clean(r.lib_host_ms), r.torch_fallback, r.lib_fallback,
         None, None, None, throttled,
+        None, None, None, None, None,
     ]  # fmt: skip
 
 
@@ -751,8 +756,9 @@ def test_name(node: str | None) -> str:
     return node.rsplit("::", 1)[-1] if node else ""
 
 
-def build_summary(path: str | Path) -> Summary:
-    """Read a run directory or an op directory into a :class:`Summary`."""
+def build_summary(path: str | Path, peaks_dir: str | Path | None = None) -> Summary:
+    """Read a run directory or an op directory into a :class:`Summary`; its rows' %-of-peak cells
+    are of the device's peaks file in ``peaks_dir`` (default: opscreen.backends.peaks.peaks_dir)."""
     kind, root, op_dirs = resolve_run(path)
     why = json_damage(root / "run_identity.json", contracts.RUN_IDENTITY) if kind == "run" else None
     if why:  # as `opscreen run` refuses to resume it
@@ -787,7 +793,26 @@ def build_summary(path: str | Path) -> Summary:
     at = COL[RUN_COLUMNS[0]]
     for r in rows:
         r[at:at + len(RUN_COLUMNS)] = run_cells
-    return Summary(kind=kind, name=name, identity=identity, caliber=caliber, ops=ops, rows=rows, path=root)
+    peaks = fill_peaks(rows, ops, caliber, peaks_dir)
+    return Summary(kind=kind, name=name, identity=identity, caliber=caliber, ops=ops, rows=rows, path=root,
+                   peaks=peaks)
+
+
+def fill_peaks(rows: list[list], ops: list[OpSummary], caliber: dict, peaks_dir=None) -> dict | None:
+    """Fill the rows' %-of-peak cells from the peaks file of the run's device (found by the ops'
+    device UUID, else the device name); the summary's ``peaks`` block, None where none was found."""
+    from ..backends import peaks as _bpeaks
+    from . import peaks as _rpeaks
+
+    uuid = next((o.device_uuid for o in ops if o.device_uuid), None)
+    name = (caliber or {}).get("device_name") or next((o.device_name for o in ops if o.device_name), None)
+    found = _bpeaks.find(uuid, name, Path(peaks_dir) if peaks_dir is not None else None)
+    if found is None:
+        return None
+    at = COL[contracts.PEAK_COLUMNS[0]]
+    for r in rows:
+        r[at:at + len(contracts.PEAK_COLUMNS)] = _rpeaks.row_cells(dict(zip(COLUMNS, r)), found)
+    return _rpeaks.summary_peaks(found, _rpeaks.furthest([dict(zip(COLUMNS, r)) for r in rows]))
 
 
 def run_columns(name: str, identity: dict, caliber: dict) -> list:
@@ -847,6 +872,7 @@ def load_summary(path: str | Path) -> Summary:
         ops=ops,
         rows=rows,
         path=p.parent,
+        peaks=obj.get("peaks") if isinstance(obj.get("peaks"), dict) else None,
     )
 
 
@@ -968,6 +994,7 @@ def format_summary(s: Summary) -> str:
     lines += _autotune_lines(s)
     lines += fallback_lines(s)
     lines += telemetry_lines(s)
+    lines += peak_lines(s)
     ts = time_stats(s.ops)
     if ts:
         lines.extend(format_time_stats(ts))
@@ -1006,6 +1033,33 @@ def telemetry_lines(s: Summary, n: int = 10) -> list:
             t.row(o.op, o.rows, o.throttled)
         if bad:
             lines.append(t)
+    return lines
+
+
+def peak_lines(s: Summary) -> list:
+    """Which peaks the %-of-peak columns are of, and the ops furthest from them."""
+    pk = s.peaks
+    if not pk:
+        carry = any(r[COL["lib_gbps"]] is not None or r[COL["tflops"]] for r in s.rows)
+        return ["", "peaks: none measured for this device, so the %-of-peak columns are empty (opscreen devices "
+                    "--peaks measures them)"] if carry else []
+    dev, ach, spec = pk.get("device") or {}, pk.get("achievable") or {}, pk.get("spec") or {}
+    flops = ", ".join(f"{d} {v:g}" for d, v in (ach.get("tflops") or {}).items() if v is not None)
+    stf = spec.get("tflops") or {}
+    sp = (f"spec {_fmt(spec.get('bandwidth_gbps'), 0)} GB/s, " + ", ".join(f"{d} {v:g}" for d, v in stf.items())
+          + " TFLOPS") if spec.get("bandwidth_gbps") or stf else f"spec unknown ({spec.get('why')})"
+    lines: list = ["", f"peaks of {dev.get('name') or '?'} (by {pk.get('found_by')}, measured {pk.get('measured_at')}): "
+                       f"copy {_fmt(ach.get('bandwidth_gbps'), 1)} GB/s, matmul {flops} TFLOPS; {sp}"]
+    far = pk.get("furthest") or []
+    rows = sum(1 for r in s.rows if r[COL["lib_pct_peak"]] is not None)
+    lines.append(f"furthest from peak: {rows} rows carry GB/s or TFLOPS (summary.csv lib_pct_peak, torch_pct_peak: "
+                 "percent of the measured peak; *_pct_spec: of the spec)")
+    t = table("op", "rows>", "peak", "lib % of peak>", "torch % of peak>", "speedup>")
+    for o in far:
+        t.row(o["op"], o["rows"], o["basis"], _fmt(o["lib_pct_peak"], 1), _fmt(o["torch_pct_peak"], 1),
+              _fmt(o["speedup"]))
+    if far:
+        lines.append(t)
     return lines
 
 
