@@ -175,7 +175,7 @@ def test_a_real_summary_version_2_is_migrated(tmp_path):
     assert old["version"] == 2 and old["kind"] == "opscreen.summary" and "schema" not in old
     oc = old["columns"]
     up = contracts.upgrade(SUMMARY, json.loads(json.dumps(old)))
-    assert up["schema"] == SUMMARY.tag() == "opscreen.summary/4" and "version" not in up and "kind" not in up
+    assert up["schema"] == SUMMARY.tag() == "opscreen.summary/5" and "version" not in up and "kind" not in up
     assert list(up)[0] == "schema"
     uc = up["columns"]
     assert "torch_rsd" not in uc and set(COLUMNS) == set(uc)
@@ -201,8 +201,8 @@ def test_a_summary_version_3_gets_the_throttled_column_and_the_ops_telemetry_emp
     ``throttled``, all None (version 3 recorded no telemetry); nothing else moves."""
     v3 = contracts.summary_update_to_3(contracts.summary_update_to_2(_old_summary()))
     assert v3["schema"] == "opscreen.summary/3" and list(v3["columns"]) == list(contracts.SUMMARY_3_COLUMNS)
-    up = contracts.upgrade(SUMMARY, json.loads(json.dumps(v3)))
-    assert up["schema"] == "opscreen.summary/4" and up["columns"] == COLUMNS == [*contracts.SUMMARY_3_COLUMNS, "throttled"]
+    up = contracts.summary_update_to_4(json.loads(json.dumps(v3)))
+    assert up["columns"] == [*contracts.SUMMARY_3_COLUMNS, "throttled"] == list(contracts.SUMMARY_4_COLUMNS)
     assert len(up["rows"]) == len(v3["rows"]) > 100
     assert all(r[:-1] == o and r[-1] is None for r, o in zip(up["rows"], v3["rows"]))
     assert up["ops"] and all(o["telemetry"] is None and o["device_state"] is None and o["throttled"] is None
@@ -220,9 +220,31 @@ def test_a_real_summary_version_3_is_read_with_its_rows_unknown_throttled(tmp_pa
     p.write_text(json.dumps(old))
     s = load_summary(p)
     assert len(s.rows) == len(old["rows"]) > 100 and all(len(r) == len(COLUMNS) for r in s.rows)
-    assert [r[:-1] for r in s.rows] == old["rows"] and {r[COLUMNS.index("throttled")] for r in s.rows} == {None}
+    n = len(old["columns"])
+    assert [r[:n] for r in s.rows] == old["rows"] and {r[COLUMNS.index("throttled")] for r in s.rows} == {None}
     assert s.ops and all(o.telemetry is None and o.device_state is None and o.throttled is None for o in s.ops)
     assert json.loads(p.read_text())["schema"] == "opscreen.summary/3"  # the file stays as it was
+
+
+def test_a_real_summary_version_4_gets_the_peak_columns_empty(tmp_path):
+    """summary 4 -> 5: a summary.json opscreen 5fd1465 wrote (before the peaks) for the `op` screen of
+    bench/results/2026-12-02-h200-noise-runs.tgz: every row keeps its cells and gets the five
+    %-of-peak cells empty, the head ``peaks`` None; the file on disk stays version 4."""
+    with gzip.open(OLD / "h200-op-summary-v4.json.gz", "rt", encoding="utf-8") as fh:
+        old = json.load(fh)
+    assert old["schema"] == "opscreen.summary/4" and "peak_basis" not in old["columns"] and "peaks" not in old
+    assert old["columns"] == list(contracts.SUMMARY_4_COLUMNS)
+    up = contracts.upgrade(SUMMARY, json.loads(json.dumps(old)))
+    assert up["schema"] == "opscreen.summary/5" and up["columns"] == COLUMNS == list(contracts.SUMMARY_5_COLUMNS)
+    assert up["peaks"] is None and len(up["rows"]) == len(old["rows"]) > 100
+    assert all(r == [*o, None, None, None, None, None] for r, o in zip(up["rows"], old["rows"]))
+    assert contracts.summary_update_to_5(up) == up  # a second pass adds nothing
+    p = tmp_path / "summary.json"
+    p.write_text(json.dumps(old))
+    s = load_summary(p)
+    assert s.peaks is None and all(r[COLUMNS.index("lib_pct_peak")] is None for r in s.rows)
+    assert any(r[COLUMNS.index("tflops")] for r in s.rows)  # rows that a peaks file would fill, left empty
+    assert json.loads(p.read_text())["schema"] == "opscreen.summary/4"
 
 
 def test_a_summary_version_1_is_migrated_through_2_and_3():

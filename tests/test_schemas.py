@@ -101,14 +101,16 @@ def screens(tmp_path_factory):
     for d in ("op", "repeats", "worker", "one"):
         ok("summary", root / d)
     ok("calibrate", root / "op", root / "worker", "--out", root / "floors" / "floors.json")
+    ok("devices", "--backend", "cpu", "--peaks", "--peaks-dir", root / "peaks")
     return root
 
 
 def test_every_file_a_real_screen_writes_matches_its_schema(screens):
     seen = check_tree(screens)
     # every contract, both kinds of identity, and the per-repeat files of --repeats
-    assert set(seen) == {"child_config", "result", "run_identity:op", "run_identity:run", "summary", "floors"}, seen
-    assert seen["summary"] == 4 and seen["floors"] == 1 and seen["run_identity:run"] == 3
+    assert set(seen) == {"child_config", "result", "run_identity:op", "run_identity:run", "summary", "floors",
+                         "peaks"}, seen
+    assert seen["summary"] == 4 and seen["floors"] == 1 and seen["run_identity:run"] == 3 and seen["peaks"] == 1
     assert (screens / "repeats" / "ops" / "relu" / "repeats" / "2" / "result.json").is_file()
     worker = json.loads((screens / "worker" / "ops" / "add" / "result.json").read_text())
     assert worker["phases"]["mode"] == "worker"  # the worker's phases were validated too
@@ -222,3 +224,8 @@ def test_the_fixtures_match_after_migration():
         v3 = json.load(fh)
     assert v3["schema"] == "opscreen.summary/3" and problems(contracts.SUMMARY, v3)
     assert problems(contracts.SUMMARY, contracts.upgrade(contracts.SUMMARY, v3)) == []
+    # a real summary 4 (opscreen 5fd1465 on the same screen): no %-of-peak columns, no peaks
+    with gzip.open(FIXTURES / "old_outputs" / "h200-op-summary-v4.json.gz", "rt", encoding="utf-8") as fh:
+        v4 = json.load(fh)
+    assert v4["schema"] == "opscreen.summary/4" and problems(contracts.SUMMARY, v4)
+    assert problems(contracts.SUMMARY, contracts.upgrade(contracts.SUMMARY, v4)) == []
