@@ -483,7 +483,8 @@ def select(suite, rev: str, ops: list[str] | None = None) -> Selection:
             if hit:
                 sel.why.setdefault(op, []).append(c.path)
                 sel.per_file.setdefault(c.path, []).append(op)
-                if c.kind == "module" and c.path not in od.own:
+                agg = index.graph.by_path.get(c.path)
+                if c.kind == "module" and c.path not in od.own and not (agg is not None and agg.aggregator):
                     sel.shared[c.path] = sel.shared.get(c.path, 0) + 1
     sel.ops = [op for op in all_ops if op in sel.why]
     return sel
