@@ -18,7 +18,7 @@ LEAKY_NAMES = ("OP", "OP_FILE", "TEST_NODE", "DTYPES", "SHAPE_MODE", "REPLAY_FRO
 #: environment the test chose) keeps what it was given.
 SCRUBBED = "_OPSCREEN_TESTS_ENV_SCRUBBED"
 #: What the session sets itself after the scrub (not the shell's): an empty floors dir of its own.
-SESSION_SET = ("OPSCREEN_FLOORS_DIR",)
+SESSION_SET = ("OPSCREEN_FLOORS_DIR", "OPSCREEN_PEAKS_DIR")
 
 
 def leaky(name: str) -> bool:
@@ -38,6 +38,8 @@ def pytest_configure(config):
     import tempfile
 
     os.environ["OPSCREEN_FLOORS_DIR"] = tempfile.mkdtemp(prefix="opscreen-tests-floors-")
+    # nor the user's peaks files (opscreen devices --peaks) a summary's %-of-peak cells
+    os.environ["OPSCREEN_PEAKS_DIR"] = tempfile.mkdtemp(prefix="opscreen-tests-peaks-")
 
 
 def pytest_report_header(config):
