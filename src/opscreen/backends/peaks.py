@@ -47,7 +47,7 @@ DDR_FACTOR = 2
 #:   2520 MHz, fp16/bf16 dense with fp32 accumulate 362 TFLOPS -> 1024; tf32 183 -> 512; fp32
 #:   91.6 -> 256. GeForce Ada parts accumulate fp16 in fp32 at half that rate (512): for them
 #:   the table's figure is twice too high, and the peaks file says which part it assumed.
-#: Blackwell (10.0, 12.0) is not listed: no per-SM dense figure could be checked against a
+#: Blackwell (sm_100, sm_120) is not listed: no per-SM dense figure could be checked against a
 #: datasheet here, so its spec FLOPs are unknown.
 FLOPS_PER_SM_CLOCK: dict[str, dict[str, int]] = {
     "9.0": {"float32": 256, "tf32": 2048, "float16": 4096, "bfloat16": 4096},
