@@ -390,6 +390,17 @@ def floors_dir(environ: Mapping[str, str]) -> str:
     return os.path.join(data_root(environ), "floors")
 
 
+PEAKS_DIR_ENV = "OPSCREEN_PEAKS_DIR"
+
+
+def peaks_dir(environ: Mapping[str, str]) -> str:
+    """The devices' peaks files (``opscreen devices --peaks`` writes there, ``summary`` reads
+    them): ``$OPSCREEN_PEAKS_DIR``, else ``<data root>/peaks``."""
+    if environ.get(PEAKS_DIR_ENV):
+        return environ[PEAKS_DIR_ENV]
+    return os.path.join(data_root(environ), "peaks")
+
+
 STORE_DB_ENV = "OPSCREEN_DB"
 
 

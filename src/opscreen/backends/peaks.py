@@ -25,7 +25,7 @@ import re
 from pathlib import Path
 
 from .. import contracts
-from ..settings import data_root
+from .. import settings
 from .devmon import Unavailable, _call, open_monitor
 
 __all__ = ["FLOPS_PER_SM_CLOCK", "DDR_FACTOR", "spec_bandwidth", "spec_flops", "nvml_memory", "spec_peaks",
@@ -95,18 +95,21 @@ def nvml_memory(uuid: str | None, index: int | None) -> dict:
             "sm_clock_mhz": _call(nv.nvmlDeviceGetMaxClockInfo, h, nv.NVML_CLOCK_SM), "found_by": mon.found_by}
 
 
+def _unknown(why: str) -> dict:
+    """A spec peak that cannot be computed, and why (on the whole and on each part)."""
+    return {"source": "unknown", "why": why, "bandwidth": {"gbps": None, "why": why},
+            "flops": {"tflops": None, "why": why}}
+
+
 def spec_peaks(backend: str, facts: dict) -> dict:
     """The spec peak of a device whose torch facts (:func:`opscreen.child.peaks.device_facts`) are
     ``facts``: bandwidth and FLOPs with the figures they came from, or why not."""
     if backend != "cuda":
-        why = (f"the {backend} backend has no spec peak in opscreen: NVML (NVIDIA) reports the memory "
-               "clock and bus width, and the FLOPs table covers NVIDIA compute capabilities only")
-        return {"source": "unknown", "why": why, "bandwidth": {"gbps": None, "why": why},
-                "flops": {"tflops": None, "why": why}}
+        return _unknown(f"the {backend} backend has no spec peak in opscreen: NVML (NVIDIA) reports the memory "
+                        "clock and bus width, and the FLOPs table covers NVIDIA compute capabilities only")
     nv = nvml_memory(facts.get("uuid"), facts.get("index") if facts.get("index") is not None else 0)
     if "why" in nv:
-        return {"source": "unknown", "why": nv["why"], "bandwidth": {"gbps": None, "why": nv["why"]},
-                "flops": {"tflops": None, "why": nv["why"]}}
+        return _unknown(nv["why"])
     return {"source": "nvml+table", "bandwidth": spec_bandwidth(nv["mem_clock_mhz"], nv["bus_width_bits"]),
             "flops": spec_flops(facts.get("sm_count"), nv["sm_clock_mhz"], facts.get("compute_capability")),
             "found_by": nv["found_by"]}
@@ -114,13 +117,9 @@ def spec_peaks(backend: str, facts: dict) -> dict:
 
 # -- where peaks files live ----------------------------------------------------------------
 
-PEAKS_DIR_ENV = "OPSCREEN_PEAKS_DIR"
-
-
 def peaks_dir(environ=None) -> Path:
-    """``$OPSCREEN_PEAKS_DIR``, else ``<data root>/peaks`` (``~/.local/share/opscreen/peaks``)."""
-    env = os.environ if environ is None else environ
-    return Path(env.get(PEAKS_DIR_ENV) or os.path.join(data_root(env), "peaks"))
+    """:func:`opscreen.settings.peaks_dir` of ``environ`` (default this process's)."""
+    return Path(settings.peaks_dir(os.environ if environ is None else environ))
 
 
 def _slug(text: str) -> str:
