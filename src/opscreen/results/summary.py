@@ -810,9 +810,14 @@ def fill_peaks(rows: list[list], ops: list[OpSummary], caliber: dict, peaks_dir=
     if found is None:
         return None
     at = COL[contracts.PEAK_COLUMNS[0]]
+    named = []
     for r in rows:
-        r[at:at + len(contracts.PEAK_COLUMNS)] = _rpeaks.row_cells(dict(zip(COLUMNS, r)), found)
-    return _rpeaks.summary_peaks(found, _rpeaks.furthest([dict(zip(COLUMNS, r)) for r in rows]))
+        d = dict(zip(COLUMNS, r))
+        cells = _rpeaks.row_cells(d, found)
+        r[at:at + len(contracts.PEAK_COLUMNS)] = cells
+        d.update(zip(contracts.PEAK_COLUMNS, cells))
+        named.append(d)
+    return _rpeaks.summary_peaks(found, _rpeaks.furthest(named))
 
 
 def run_columns(name: str, identity: dict, caliber: dict) -> list:
