@@ -559,3 +559,23 @@ def test_worker_ab_reads_the_devices_use_per_op(tmp_path):
     assert mem["device_used_mb_max"] == 1400.0
     assert mem["device_used_growth_mb_per_op"] == pytest.approx(55.0)  # median of 100 and 10 a op
     assert mem["rss_growth_mb_per_op"] == 1.0
+
+
+def test_the_pad_is_a_diagnostic_drawn_per_op_from_its_seed():
+    from opscreen.child import worker
+
+    assert worker.pad_spec({}) is None and worker.pad_spec({worker.ENV_PAD: "0"}) is None
+    assert worker.pad_spec({worker.ENV_PAD: "many"}) is None
+    assert worker.pad_spec({worker.ENV_PAD: "512"}) == (512.0, 0)
+    spec = worker.pad_spec({worker.ENV_PAD: "512:7"})
+    assert spec == (512.0, 7)
+    # the op's test ids and markers name it; this run's folder and options do not
+    key = worker.pad_key(["benchmark/test_x.py::test_abs", "-m", "abs", "/tmp/run1/ops/abs/cfg.json", "--x=1"])
+    assert key == worker.pad_key(["benchmark/test_x.py::test_abs", "-m", "abs", "/tmp/run2/ops/abs/cfg.json", "--x=2"])
+    sizes = [worker.pad_mb(spec, f"op{i}") for i in range(50)]
+    assert all(0 <= s < 512 for s in sizes) and len(set(sizes)) > 40
+    assert worker.pad_mb(spec, key) == worker.pad_mb(spec, key)
+    assert worker.pad_mb(spec, key) != worker.pad_mb((512.0, 8), key)
+    # nothing to hold on a CPU slot, nor without the knob
+    assert worker.allocate_pad("cpu", spec, key) == (None, None)
+    assert worker.allocate_pad("cuda", None, key) == (None, None)

@@ -7,7 +7,9 @@
 # (--timeout OP_TIMEOUT, default 150 s; --retries RETRIES, default 0: a budget, not a product default)
 # in the modes MODES (default "op wk op2", in that order): op and op2 are `--isolation op`
 # (fresh processes; op runs first, on the machine's cold Triton cache), wk is
-# `--isolation worker`. Each mode's run dir resumes where an earlier call stopped: on a warm
+# `--isolation worker`; wkpad<K> is a worker holding a seeded random pad below PAD_MB MiB
+# (default 1024) through each op, seed K (OPSCREEN_WORKER_PAD, docs/workers.md). TIMER
+# (default: the run's own default) is passed as --timer. Each mode's run dir resumes where an earlier call stopped: on a warm
 # machine from /tmp/noise, on a fresh one from .fg/noise/<mode> (the run dirs of the last
 # call's $OUT/noise.tgz, untarred there). Then `opscreen compare` on the pairs, and
 # bench/worker_ab.py on wk against op (the A/A and speed figures of docs/workers.md);
@@ -33,9 +35,9 @@ for m in $modes; do
   done_n=$(for o in $(cat "$W/sample.txt"); do [ -f "$W/$m/ops/$o/.complete" ] && echo "$o"; done | wc -l)
   [ "$done_n" -ge "$n_ops" ] && { echo "$m: all $n_ops ops done"; continue; }
   [ "$(left)" -gt 40 ] || { echo "$m: not started (time)"; break; }
-  case "$m" in wk*) iso=worker ;; *) iso=op ;; esac
+  pad=""; case "$m" in wkpad*) iso=worker; pad="${PAD_MB:-1024}:${m#wkpad}" ;; wk*) iso=worker ;; *) iso=op ;; esac
   echo "$m start $(date +%H:%M:%S), $done_n done, $(left) s left"
-  timeout -s INT "$(left)" python3 -m opscreen run --backend cuda --devices all --isolation "$iso" \
+  OPSCREEN_WORKER_PAD="$pad" timeout -s INT "$(left)" python3 -m opscreen run --backend cuda --devices all --isolation "$iso" ${TIMER:+--timer "$TIMER"} \
       --ops-file "$W/sample.txt" --timeout "${OP_TIMEOUT:-150}" --retries "${RETRIES:-0}" --out "$W/$m" --plain >> "$W/$m.console" 2>&1
   echo "$m rc=$? at $SECONDS s: $(ls "$W/$m"/ops/*/.complete 2>/dev/null | wc -l) ops complete"
 done

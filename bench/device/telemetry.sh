@@ -10,7 +10,8 @@
 #   python3 -m pip download --no-deps --only-binary=:all: -d .whl "nvidia-ml-py>=12.535"
 #
 # It draws N_OPS ops of the inventory at random (seed SEED, recorded in $OUT/telemetry.txt) and
-# screens them four times on DEVICE (default 0), all in fresh processes with the graph timer:
+# screens them four times on DEVICE (default 0), with ISOLATION (default op: fresh processes;
+# worker: one worker process a run, some 2.5x quicker an op) and the graph timer:
 # off, on, off2, on2 (OPSCREEN_TELEMETRY_MS=0 for off*, INTERVAL_MS, default 50, for on*), in
 # that order, so that the first run's compiles fall on an "off" run. Each mode's run dir resumes
 # where an earlier call stopped (from /tmp/telemetry on a warm machine, else from
@@ -29,7 +30,7 @@ set -u
 cd "$(dirname "$0")/../.."
 source bench/device/_env.sh telemetry
 python3 -c "import pynvml" 2>/dev/null || { echo "pynvml is not importable: carry nvidia-ml-py's wheel in .whl (see the head of this script)"; exit 1; }
-seed="${SEED:-20261203}"; n_ops="${N_OPS:-12}"; dev="${DEVICE:-0}"; interval="${INTERVAL_MS:-50}"
+seed="${SEED:-20261203}"; n_ops="${N_OPS:-12}"; dev="${DEVICE:-0}"; interval="${INTERVAL_MS:-50}"; iso="${ISOLATION:-op}"
 modes="off on off2 on2"
 for m in $modes; do [ -d ".fg/telemetry/$m" ] && [ ! -d "$W/$m" ] && cp -r ".fg/telemetry/$m" "$W/$m"; done
 python3 - "$seed" "$n_ops" > "$W/sample.txt" <<'PY'
@@ -38,7 +39,7 @@ inv = yaml.safe_load(open("ops/flaggems-inventory.yaml"))
 print("\n".join(random.Random(int(sys.argv[1])).sample(sorted(inv["ops"]), int(sys.argv[2]))))
 PY
 n_ops=$(wc -l < "$W/sample.txt")
-{ echo "seed $seed, $n_ops ops, device $dev, interval $interval ms: $(tr '\n' ' ' < "$W/sample.txt")"
+{ echo "seed $seed, $n_ops ops, device $dev, isolation $iso, interval $interval ms: $(tr '\n' ' ' < "$W/sample.txt")"
   nvidia-smi -i "$dev" --query-gpu=name,uuid,driver_version,clocks.sm,clocks.max.sm,power.limit,persistence_mode --format=csv,noheader
 } | tee "$W/head.txt"
 for m in $modes; do
@@ -48,7 +49,7 @@ for m in $modes; do
   case "$m" in on*) ms="$interval" ;; *) ms=0 ;; esac
   echo "$m (OPSCREEN_TELEMETRY_MS=$ms) start $(date +%H:%M:%S), $done_n done, $(left) s left"
   OPSCREEN_TELEMETRY_MS="$ms" timeout -s INT "$(left)" python3 -m opscreen run --backend cuda --devices "$dev" \
-      --isolation op --timer graph --ops-file "$W/sample.txt" --timeout "${OP_TIMEOUT:-150}" --retries 0 \
+      --isolation "$iso" --timer graph --ops-file "$W/sample.txt" --timeout "${OP_TIMEOUT:-150}" --retries 0 \
       --out "$W/$m" --plain >> "$W/$m.console" 2>&1
   echo "$m rc=$? at $SECONDS s: $(ls "$W/$m"/ops/*/.complete 2>/dev/null | wc -l) ops complete"
 done

@@ -88,6 +88,11 @@ ENV_REST = "OPSCREEN_WORKER_REST_S"
 # "1": the worker takes its canary after its imports and after each op (a diagnostic, off by
 # default: the canary's own work on the device moves what the next op's small kernels read)
 ENV_CANARY = "OPSCREEN_WORKER_CANARY"
+# "MAX_MB" or "MAX_MB:SEED": before each op the worker allocates a pad of a seeded random size
+# below MAX_MB MiB on its device and holds it through the op (a diagnostic, off by default:
+# Stabilizer's idea, whether a moved placement makes a worker's rows spread as fresh
+# processes' do; docs/workers.md)
+ENV_PAD = "OPSCREEN_WORKER_PAD"
 READY = "\x1eOPSCREEN-WORKER-READY "
 DONE = "\x1eOPSCREEN-WORKER-DONE "
 PLUGIN_PREFIX = "opscreen.child."
@@ -395,6 +400,41 @@ def canary_enabled(environ) -> bool:
     return environ.get(ENV_CANARY, "").strip() == "1"
 
 
+def pad_spec(environ) -> tuple[float, int] | None:
+    """:data:`ENV_PAD` as (max MiB, seed), or None when it is unset, zero or not of that form."""
+    mb, _, seed = environ.get(ENV_PAD, "").strip().partition(":")
+    try:
+        top, base = float(mb), int(seed or 0)
+    except ValueError:
+        return None
+    return (top, base) if top > 0 else None
+
+
+def pad_mb(spec: tuple[float, int], key: str) -> float:
+    """The pad's size for the op ``key``: uniform below the maximum, from the seed and the key alone
+    (the same screen draws the same pads; another seed draws others)."""
+    return round(random.Random(f"{spec[1]}:{key}").uniform(0.0, spec[0]), 1)
+
+
+def pad_key(args) -> str:
+    """What names the op in its pytest args (its test ids and markers), without the paths and
+    options that name this run's folder: the same op draws the same pad in every run dir."""
+    return " ".join(str(a) for a in args if not os.path.isabs(str(a)) and "=" not in str(a))
+
+
+def allocate_pad(device_type: str, spec: tuple[float, int] | None, key: str):
+    """(the pad tensor, its MiB) held on the device, or (None, None) without a pad, a device or torch."""
+    if spec is None or device_type in ("", "cpu"):
+        return None, None
+    mb = pad_mb(spec, key)
+    try:
+        import torch
+
+        return torch.empty(max(1, int(mb * 2**20)), dtype=torch.uint8, device=device_type), mb
+    except Exception:  # noqa: BLE001 - no pad is the diagnostic's failure, never the op's
+        return None, None
+
+
 def _rest_s(text: str) -> float:
     try:
         return max(0.0, float(text)) if text else 0.0
@@ -431,6 +471,7 @@ def main() -> None:
     base = Baseline(os.environ.get(ENV_SUITE_ROOT, ""), [n for n in os.environ.get(ENV_KEEP, "").split(",") if n],
                     os.environ.get(ENV_DEVICE_TYPE, "cpu"))
     canary_on = canary_enabled(os.environ)
+    pad = pad_spec(os.environ)
     freeze_base()
 
     def canary() -> float | None:
@@ -444,10 +485,14 @@ def main() -> None:
             msg = json.loads(line)
             if msg.get("cmd") != "run":
                 break
+            held, held_mb = allocate_pad(base.device_type, pad, pad_key(msg.get("args") or []))
             started = time.time()
             rc = run_one(msg)
             ran = time.time() - started
+            del held  # before the hygiene empties the device's cache
             after = hygiene(base)
+            if held_mb is not None:
+                after["pad_mb"] = held_mb
             after["canary_us"] = canary()
             if rest:
                 time.sleep(rest)

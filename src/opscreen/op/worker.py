@@ -232,4 +232,4 @@ class Worker:
                 "device_allocated_mb": last.get("device_allocated_mb"), "device_reserved_mb": last.get("device_reserved_mb"),
                 "device_used_start_mb": ready.get("device_used_mb"), "device_used_mb": last.get("device_used_mb"),
                 "hygiene_s": last.get("hygiene_s"), "canary_start_us": ready.get("canary_us"),
-                "canary_us": last.get("canary_us"), "replaces": self.replaces}
+                "canary_us": last.get("canary_us"), "pad_mb": last.get("pad_mb"), "replaces": self.replaces}
