@@ -243,3 +243,22 @@ def test_the_report_plots_percent_of_peak_against_speedup(tmp_path):
     assert "<svg" in section and "of peak" in section and 'href="#peaks"' in html
     n = sum(1 for r in s.rows if r[COLUMNS.index("lib_pct_peak")] is not None)
     assert f"({n} cases)" in section and n > 0
+
+
+def test_a_run_records_its_devices_peaks_and_its_summary_keeps_them_elsewhere(tmp_path):
+    """The identity carries the peaks file found when the op ran, so a summary made where no peaks
+    file lies (the run dir carried to a laptop) still has them; without a file it says unknown."""
+    peaks = tmp_path / "peaks"
+    res = run_cli("devices", "--backend", "cpu", "--peaks", "--peaks-dir", peaks, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    for name, where in (("with", peaks), ("without", tmp_path / "none")):
+        res = run_cli("run", "--ops", "abs", "--devices", "0", "--out", tmp_path / name, "--plain",
+                      env={"OPSCREEN_PEAKS_DIR": str(where)}, timeout=600)
+        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    pk = json.loads((tmp_path / "with" / "ops" / "abs" / "run_identity.json").read_text())["peaks"]
+    assert pk["source"] == "peaks_file" and pk["found_by"] == "name" and pk["achievable"]["bandwidth_gbps"] > 0
+    none = json.loads((tmp_path / "without" / "ops" / "abs" / "run_identity.json").read_text())["peaks"]
+    assert none["source"] == "unknown" and "devices --peaks" in none["why"]
+    s = build_summary(tmp_path / "with", peaks_dir=tmp_path / "elsewhere")
+    assert s.peaks["found_by"] == "identity" and s.peaks["achievable"] == pk["achievable"]
+    assert build_summary(tmp_path / "without", peaks_dir=tmp_path / "elsewhere").peaks is None

@@ -608,11 +608,28 @@ def finish_identity(config: dict, outcome: OpOutcome, state: dict | None = None)
 
         ident["device_name"] = cpu_name()
         ident["caliber"] = {**(ident.get("caliber") or {}), "device_name": ident["device_name"]}
+    ident["peaks"] = identity_peaks(ident)
     ident["isolation"] = config.get("isolation", "op")  # which mode produced the numbers
     ident["outcome"] = outcome.status
     ident["duration_s"] = round(outcome.duration_s, 3)
     contracts.write(contracts.RUN_IDENTITY, path, ident)
     return ident
+
+
+def identity_peaks(ident: dict) -> dict:
+    """The peaks of the op's device (``opscreen devices --peaks``; docs/peaks.md) as its identity
+    records them: the peaks file found by the device's UUID, else its model, or
+    ``{source: unknown, why}`` where none was measured. The run carries them, so a summary made
+    on another machine still has them."""
+    from ..backends import peaks as P
+
+    uuid = ident.get("device_uuid") or (ident.get("device_state") or {}).get("uuid")
+    found = P.find(uuid, ident.get("device_name"))
+    if found is None:
+        return {"source": "unknown", "why": f"no peaks file of this device in {P.peaks_dir()}: "
+                                            "`opscreen devices --peaks` measures one"}
+    return {"source": "peaks_file", **{k: found.get(k) for k in ("found_by", "device", "measured_at", "achievable",
+                                                                   "spec", "of_spec")}}
 
 
 def identity_from_config(config: dict) -> dict:

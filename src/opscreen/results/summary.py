@@ -793,20 +793,32 @@ def build_summary(path: str | Path, peaks_dir: str | Path | None = None) -> Summ
     at = COL[RUN_COLUMNS[0]]
     for r in rows:
         r[at:at + len(RUN_COLUMNS)] = run_cells
-    peaks = fill_peaks(rows, ops, caliber, peaks_dir)
+    recorded = _recorded_peaks(op_dirs[0][1]) if op_dirs else None
+    peaks = fill_peaks(rows, ops, caliber, peaks_dir, recorded)
     return Summary(kind=kind, name=name, identity=identity, caliber=caliber, ops=ops, rows=rows, path=root,
                    peaks=peaks)
 
 
-def fill_peaks(rows: list[list], ops: list[OpSummary], caliber: dict, peaks_dir=None) -> dict | None:
-    """Fill the rows' %-of-peak cells from the peaks file of the run's device (found by the ops'
-    device UUID, else the device name); the summary's ``peaks`` block, None where none was found."""
+def _recorded_peaks(op_dir: Path | None) -> dict | None:
+    """The peaks an op's identity recorded when it ran (its ``peaks`` block, source peaks_file), or None."""
+    ident = contracts.read(contracts.RUN_IDENTITY, op_dir / "run_identity.json") if op_dir is not None else None
+    pk = ident.get("peaks") if isinstance(ident, dict) else None
+    if isinstance(pk, dict) and pk.get("source") == "peaks_file" and pk.get("achievable"):
+        return {**pk, "found_by": "identity"}
+    return None
+
+
+def fill_peaks(rows: list[list], ops: list[OpSummary], caliber: dict, peaks_dir=None,
+               recorded: dict | None = None) -> dict | None:
+    """Fill the rows' %-of-peak cells from the peaks the run recorded (``recorded``: its first op's
+    identity), else from the peaks file of the run's device (found by the ops' device UUID, else
+    the device name); the summary's ``peaks`` block, None where there are none."""
     from ..backends import peaks as _bpeaks
     from . import peaks as _rpeaks
 
     uuid = next((o.device_uuid for o in ops if o.device_uuid), None)
     name = (caliber or {}).get("device_name") or next((o.device_name for o in ops if o.device_name), None)
-    found = _bpeaks.find(uuid, name, Path(peaks_dir) if peaks_dir is not None else None)
+    found = recorded or _bpeaks.find(uuid, name, Path(peaks_dir) if peaks_dir is not None else None)
     if found is None:
         return None
     at = COL[contracts.PEAK_COLUMNS[0]]
