@@ -8,10 +8,18 @@ between screens) and imported through ``opscreen.store.importer.add_one``, the p
 
 - ``opscreen store add`` of one more screen of R rows (its summary.json written first, as
   ``opscreen summary`` leaves it), into the full store;
-- ``opscreen history OP`` for one op (its R / ops cases over the N + 1 screens).
+- ``opscreen history OP`` for two ops (each R / ops cases over the N + 1 screens),
+  ``--repeat`` times each: the best and the median.
+
+The extra screen is taken out of the store again at the end (and at the start, when an
+interrupted run left it), so the store holds the N screens between runs and a second run
+measures the same as the first. The bench says whether Python may write its bytecode
+cache (``PYTHONDONTWRITEBYTECODE``): without it each command compiles every module it
+imports whose cached bytecode is stale, about 0.2 s more for ``history OP``.
 
 Usage: ``.venv/bin/python bench/store_scale.py --screens 500 --rows 20000 --db /tmp/scale.sqlite``
-(the store is reused when it already holds the screens: ``--fresh`` starts over).
+(the store is reused when it holds the N screens: filling it takes about 20 minutes on a
+2-core host; ``--fresh`` starts over). Results: bench/results/2026-12-03-store-scale.md.
 """
 
 from __future__ import annotations
@@ -21,18 +29,21 @@ import json
 import math
 import os
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import sqlalchemy as sa
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from opscreen.results.summary import COLUMNS, Summary, write_summary  # noqa: E402
-from opscreen.store.db import open_store  # noqa: E402
-from opscreen.store.importer import add_one  # noqa: E402
+from opscreen.store.db import open_store, rows, runs  # noqa: E402
+from opscreen.store.importer import add_one, run_key  # noqa: E402
 
 CALIBER = {"timer": "graph", "use_flagtune": "0", "use_flagtune_cost_model": "0", "triton_cache_autotuning": "0",
            "shape_mode": "upstream", "level": "core", "isolation": "op", "device_name": "Scale GPU",
@@ -85,34 +96,83 @@ def timed(argv: list[str]) -> tuple[float, subprocess.CompletedProcess]:
     return time.perf_counter() - t0, res
 
 
+def screens_in(db: str) -> int:
+    store = open_store(db, create=False)
+    try:
+        with store.read() as conn:
+            return conn.execute(sa.select(sa.func.count()).select_from(runs)).scalar_one()
+    finally:
+        store.close()
+
+
+def take_out(db: str, s: Summary) -> bool:
+    """The run of ``s`` and its rows out of the store (the extra screen); whether it was there."""
+    store = open_store(db, create=False)
+    try:
+        with store.write() as conn:
+            rid = conn.execute(sa.select(runs.c.id).where(runs.c.run_key == run_key(s))).scalar_one_or_none()
+            if rid is not None:
+                conn.execute(sa.delete(rows).where(rows.c.run_id == rid))
+                conn.execute(sa.delete(runs).where(runs.c.id == rid))
+            return rid is not None
+    finally:
+        store.close()
+
+
+def history_times(db: str, op: str, repeat: int) -> tuple[list[float], str]:
+    out, head = [], ""
+    for _ in range(repeat):
+        s, res = timed(["history", op, "--db", db])
+        if res.returncode != 0:
+            raise SystemExit(f"history {op}: rc {res.returncode}: {res.stderr.strip()}")
+        out.append(s)
+        head = res.stdout.splitlines()[0]
+    return out, head
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--screens", type=int, default=500)
     ap.add_argument("--rows", type=int, default=20000)
     ap.add_argument("--ops", type=int, default=1000)
+    ap.add_argument("--repeat", type=int, default=5, help="history runs per op (default 5)")
     ap.add_argument("--db", default=str(Path(tempfile.gettempdir()) / "opscreen-store-scale.sqlite"))
     ap.add_argument("--fresh", action="store_true")
     a = ap.parse_args()
     if a.fresh and os.path.exists(a.db):
         os.unlink(a.db)
+    extra_s = summary(a.screens + 100000, a.rows, a.ops)
     if not os.path.exists(a.db):
         print(f"filling {a.db}: {a.screens} screens of {a.rows} rows", flush=True)
         print(f"filled in {fill(a.db, a.screens, a.rows, a.ops):.0f} s")
-    with tempfile.TemporaryDirectory() as tmp:
-        extra = Path(tmp) / "screen-extra"
-        extra.mkdir()
-        s = summary(a.screens + 100000, a.rows, a.ops)
-        s.path = extra
-        write_summary(s)
-        add_s, res = timed(["store", "add", str(extra / "summary.json"), "--db", a.db])
-    print(f"store add of one screen of {a.rows} rows: {add_s:.2f} s (rc {res.returncode}) {res.stdout.strip()[-120:]}")
-    for op in ("op0000", f"op{a.ops // 2:04d}"):
-        hist_s, res = timed(["history", op, "--db", a.db])
-        head = res.stdout.splitlines()[0] if res.stdout else res.stderr.strip()
-        print(f"history {op}: {hist_s:.2f} s (rc {res.returncode}): {head[:140]}")
-    print(f"store file: {os.path.getsize(a.db) / 2**20:.0f} MiB")
-    print(json.dumps({"screens": a.screens, "rows": a.rows, "store_add_s": round(add_s, 2),
-                      "history_s": round(hist_s, 2)}))
+    elif take_out(a.db, extra_s):
+        print("took out the extra screen an earlier run left")
+    if screens_in(a.db) != a.screens:
+        print(f"{a.db} holds {screens_in(a.db)} screens, not {a.screens}: give --fresh to fill it again")
+        return 2
+    print(f"python bytecode cache: {'off (PYTHONDONTWRITEBYTECODE)' if sys.flags.dont_write_bytecode else 'on'}")
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            extra = Path(tmp) / "screen-extra"
+            extra.mkdir()
+            extra_s.path = extra
+            write_summary(extra_s)
+            add_s, res = timed(["store", "add", str(extra / "summary.json"), "--db", a.db])
+        if res.returncode != 0 or "1 runs added" not in res.stdout:
+            raise SystemExit(f"store add: rc {res.returncode}: {res.stdout.strip()} {res.stderr.strip()}")
+        print(f"store add of one screen of {a.rows} rows: {add_s:.2f} s")
+        hist = {}
+        for op in ("op0000", f"op{a.ops // 2:04d}"):
+            ts, head = history_times(a.db, op, a.repeat)
+            hist[op] = {"best": round(min(ts), 2), "median": round(statistics.median(ts), 2)}
+            print(f"history {op}: best {min(ts):.2f} s, median {statistics.median(ts):.2f} s of {a.repeat}: "
+                  f"{head[:100]}")
+    finally:
+        take_out(a.db, extra_s)
+    mib = os.path.getsize(a.db) / 2**20
+    print(f"store file: {mib:.0f} MiB")
+    print(json.dumps({"screens": a.screens, "rows": a.rows, "store_add_s": round(add_s, 2), "history_s": hist,
+                      "store_mib": round(mib)}))
     return 0
 
 

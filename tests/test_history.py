@@ -197,3 +197,88 @@ def test_the_store_commands_never_import_torch(tmp_path):
             "sys.exit('imported: ' + ', '.join(bad) if bad else 0)\n")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+# ---------------------------------------------------------------- the fast paths (bench/store_scale.py)
+
+
+def test_plain_output_is_the_rich_tables_line_for_line(tmp_path, monkeypatch):
+    """Off a terminal history joins its tables' lines itself (rich takes 1 ms a row: half of
+    ``history OP`` on 500 screens); the text is the same as rich's, change points, flaky cases,
+    a second caliber and all."""
+    import io
+
+    from opscreen.store import history as hist
+
+    def flip(i, op, dtype, si):
+        return 1.10 if (op, dtype, si) == ("add", "float32", 2) and i % 2 else step_at(6, 1.08)(i, op, dtype, si)
+    h = history(tmp_path, screens(tmp_path, 10, factor=flip), rms=0.006)
+    assert any(c.changes for c in h.cases) and any(c.flaky for c in h.cases)
+    fast = [hist.format_history(h, op, show_all=a, like=io.StringIO()) for op, a in ((None, False), ("abs", False),
+                                                                                      (None, True))]
+    monkeypatch.setattr(hist, "_is_tty", lambda _f: True)  # rich draws every table (to_text still plain)
+    slow = [hist.format_history(h, op, show_all=a, like=io.StringIO()) for op, a in ((None, False), ("abs", False),
+                                                                                      (None, True))]
+    assert fast == slow
+
+
+@pytest.mark.parametrize("cells, joined", [
+    ([("1", "ab", "±1.00%"), ("12", "", "x")], True),  # right-aligned, an empty cell, a non-ASCII character
+    ([("0", "a b  c", "2026-01-01T08:00:00Z")], True),
+    ([], True),
+    ([("3", "名前", "x")], False),  # wide characters: rich draws it
+    ([("4", " lead", "trail ")], False),  # blanks at a cell's ends: rich draws it
+    ([("5", "tab\there", "x")], False),
+])
+def test_a_grid_off_a_terminal_is_what_rich_draws(cells, joined):
+    import io
+
+    from opscreen.store.history import _Grid
+    from opscreen.tables import table, to_text
+
+    g, t = _Grid("#>", "name", "value>"), table("#>", "name", "value>")
+    for r in cells:
+        g.row(*r)
+        t.row(*r)
+    drawn = g.drawn(io.StringIO())
+    assert all(isinstance(x, str) for x in drawn) == joined
+    assert to_text(drawn, like=io.StringIO()) == to_text([t], like=io.StringIO())
+
+
+def test_a_series_within_its_band_is_never_cut():
+    """detect skips asv when a series' whole range is within its band: the segments' levels all
+    lie in that range, so every boundary would merge anyway."""
+    import random
+
+    from opscreen.store.history import _merge_once, _segments
+
+    rng = random.Random(7)
+    for n in (2, 3, 7, 40, 200):
+        for _ in range(20):
+            band = rng.choice((0.01, 0.02, 0.05))
+            ys = [rng.uniform(0, band) for _ in range(n)]
+            ys[0], ys[-1] = 0.0, band  # the range exactly the band
+            for min_size in (1, 2, 3):
+                segs = _segments(ys, band, min_size)
+                while len(segs) > 1 and _merge_once(segs, ys, band, min_size):
+                    pass
+                assert len(segs) == 1, (n, band, min_size)
+
+
+def test_asv_step_detect_is_loaded_without_asvs_plugins():
+    """history loads asv's step_detect.py without asv's __init__ (its plugin manager and every
+    plugin: 0.4 s); the fit is asv's own, C helper included."""
+    import subprocess
+    import sys
+
+    code = ("import random, sys\nfrom opscreen.store import history as h\n"
+            "m = h._step_detect()\nassert m._rangemedian is not None, 'no C helper'\n"
+            "assert not any(k == 'asv' or k.startswith('asv.') for k in sys.modules), sorted(sys.modules)\n"
+            "r = random.Random(3)\nys = [r.gauss(0, 0.01) + (0.1 if i > 60 else 0) for i in range(150)]\n"
+            "mine = m.solve_potts_approx(ys, [1.0] * len(ys), gamma=0.05)\nassert h._step_detect() is m\n"
+            "import asv.step_detect as a\n"
+            "assert a.solve_potts_approx(ys, [1.0] * len(ys), gamma=0.05) == mine\n"
+            "print(len(mine[0]))\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert int(res.stdout) >= 2  # the step is there

@@ -30,16 +30,21 @@ not a flaky case. A flaky case's change points are not reported as changes.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
+import os
 import statistics
+import sys
+import types
 from dataclasses import asdict, dataclass, field
 
 import sqlalchemy as sa
+from rich.cells import cell_len
 
 from ..errors import UsageError
 from ..results import noise as _noise
-from ..tables import table, to_text
+from ..tables import PLAIN_WIDTH, _is_tty, table, to_text
 from .db import Store, calibers, rows, runs
 
 __all__ = ["Point", "ChangePoint", "CaseHistory", "History", "load_history", "detect", "FLAKY_FLIPS",
@@ -174,9 +179,9 @@ def _series(conn, cal_id: int, op: str | None, device: str | None, metric: str) 
         rq = rq.where(runs.c.device_name == device)
     run_list = [dict(r._mapping) for r in conn.execute(rq)]
     index = {r["id"]: i for i, r in enumerate(run_list)}
-    col = METRICS[metric][0]
+    # the rows unpacked as tuples: a Row's attributes, 14 per row, cost five times the query
     cols = [rows.c.run_id, rows.c.op, rows.c.variant, rows.c.dtype, rows.c.shape, rows.c.test, rows.c.status,
-            rows.c[col], rows.c.torch_ms, rows.c.lib_ms, rows.c.torch_timer, rows.c.lib_timer,
+            rows.c[METRICS[metric][0]], rows.c.torch_ms, rows.c.lib_ms, rows.c.torch_timer, rows.c.lib_timer,
             rows.c.torch_noise_pct, rows.c.lib_noise_pct]
     q = sa.select(*cols).join(runs, runs.c.id == rows.c.run_id).where(runs.c.caliber_id == cal_id)
     if device is not None:
@@ -184,27 +189,25 @@ def _series(conn, cal_id: int, op: str | None, device: str | None, metric: str) 
     if op is not None:
         q = q.where(rows.c.op == op)
     cases: dict[tuple, CaseHistory] = {}
-    for r in conn.execute(q):
-        key = (r.op, r.variant or "", r.dtype, r.shape)
+    lib_only = metric == "lib_ms"
+    for run_id, op_, variant, dtype, shape, test, status, v, t_ms, l_ms, t_timer, l_timer, t_noise, l_noise \
+            in conn.execute(q):
+        key = (op_, variant or "", dtype, shape)
         case = cases.get(key)
         if case is None:
-            case = cases[key] = CaseHistory(op=r.op, variant=r.variant or "", dtype=r.dtype, shape=r.shape,
-                                            test=r.test, points=[])
-        v = r[7]
-        ok = r.status == "ok" and isinstance(v, (int, float)) and v > 0
-        case.points.append(Point(run=index[r.run_id], value=float(v) if ok else None, status=r.status,
-                                 noise_pct=_point_noise(r, metric)))
-        case.timing.append((r.torch_ms, r.lib_ms, r.torch_timer, r.lib_timer))
+            case = cases[key] = CaseHistory(op=op_, variant=variant or "", dtype=dtype, shape=shape, test=test,
+                                            points=[])
+        ok = status == "ok" and isinstance(v, (int, float)) and v > 0
+        noise_pct = l_noise if lib_only else _noise_pct(l_noise, t_noise)
+        case.points.append(Point(index[run_id], float(v) if ok else None, status, noise_pct))
+        case.timing.append((t_ms, l_ms, t_timer, l_timer))
     for case in cases.values():
         case.points.sort(key=lambda p: p.run)
     return run_list, sorted(cases.values(), key=CaseHistory.key)
 
 
-def _point_noise(r, metric: str) -> float | None:
-    """A run's noise of the metric, in percent: sqrt(torch² + lib²) for the speedup, lib's alone for lib_ms."""
-    lib, torch = r.lib_noise_pct, r.torch_noise_pct
-    if metric == "lib_ms":
-        return lib
+def _noise_pct(lib: float | None, torch: float | None) -> float | None:
+    """A run's noise of the speedup, in percent: sqrt(torch² + lib²) (of lib_ms: lib's alone)."""
     return math.sqrt(lib ** 2 + torch ** 2) if lib is not None and torch is not None else None
 
 
@@ -215,7 +218,7 @@ def case_band(case: CaseHistory, table: "_noise.FloorsTable | None", metric: str
               min_change: float) -> tuple[float, str, str | None]:
     """The case's band (a fraction of ln), what set it, and its floors cell's label."""
     timing = case.timing
-    groups = {_noise.timer_group(tt, lt) for _, _, tt, lt in timing if tt or lt}
+    groups = {_noise.timer_group(tt, lt) for tt, lt in {(tt, lt) for _, _, tt, lt in timing if tt or lt}}
     group = groups.pop() if len(groups) == 1 else "mixed"
     lats = [x for t, l, _, _ in timing for x in (t, l) if isinstance(x, (int, float)) and x > 0]
     cands: list[tuple[float, str, str | None]] = [(min_change, "min-change", None)]
@@ -239,6 +242,39 @@ def _level(ys: list[float]) -> float:
     return statistics.median(ys)
 
 
+#: the bare package over asv's folder that _step_detect loads asv's step_detect.py into
+_ASV = "_opscreen_asv"
+
+
+def _step_detect() -> types.ModuleType:
+    """asv's ``step_detect``. ``import asv.step_detect`` runs asv's ``__init__`` first, which
+    loads asv's plugin manager and every plugin: 0.4 s, as long as the rest of ``history OP``
+    on a store of 500 screens (bench/store_scale.py). step_detect needs only the standard
+    library and its C helper (``_rangemedian``), so its file is loaded as a module of a bare
+    package over asv's folder; asv itself is used when it is loaded already, or when that
+    fails (or leaves the C helper out)."""
+    mod = sys.modules.get("asv.step_detect") or sys.modules.get(f"{_ASV}.step_detect")
+    if mod is not None:
+        return mod
+    try:
+        where = list(importlib.util.find_spec("asv").submodule_search_locations)
+        pkg = types.ModuleType(_ASV)
+        pkg.__path__ = where
+        spec = importlib.util.spec_from_file_location(f"{_ASV}.step_detect", os.path.join(where[0], "step_detect.py"))
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[_ASV], sys.modules[spec.name] = pkg, mod
+        spec.loader.exec_module(mod)
+        if getattr(mod, "_rangemedian", None) is not None:
+            return mod
+    except Exception:  # noqa: BLE001  (any failure: asv's own import, which says what is wrong)
+        pass
+    for name in (f"{_ASV}.step_detect", f"{_ASV}._rangemedian", _ASV):
+        sys.modules.pop(name, None)
+    import asv.step_detect
+
+    return asv.step_detect
+
+
 def _segments(ys: list[float], band: float, min_size: int) -> list[list[int]]:
     """asv's segments of ``ys`` (positions into it), in order: its Potts fit (a piecewise-constant
     fit, L1 cost plus ``gamma`` per jump) with ``gamma = min_size x band``. A level that stays
@@ -246,9 +282,7 @@ def _segments(ys: list[float], band: float, min_size: int) -> list[list[int]]:
     asv's own default (``detect_steps``) picks gamma by an information criterion made for long
     series and no noise model: on 12 runs it took a 4-run step of 8 % (20 times the noise) for
     correlated noise."""
-    from asv.step_detect import solve_potts_approx
-
-    right, _values, _dists = solve_potts_approx(ys, [1.0] * len(ys), gamma=max(band, 1e-9) * min_size)
+    right, _values, _dists = _step_detect().solve_potts_approx(ys, [1.0] * len(ys), gamma=max(band, 1e-9) * min_size)
     out, left = [], 0
     for r in right:
         out.append(list(range(left, r)))
@@ -286,6 +320,8 @@ def detect(case: CaseHistory, runs_: list[dict], metric: str, band: float, basis
     if len(pts) < 2:
         return []
     ys = [math.log(p.value) for p in pts]
+    if max(ys) - min(ys) <= band:  # every segment's level lies in [min, max]: every step would merge
+        return []
     segs = _segments(ys, band, min_size)
     while len(segs) > 1 and _merge_once(segs, ys, band, min_size):
         pass
@@ -388,15 +424,48 @@ def _head(h: History, op: str | None) -> list[str]:
     return L
 
 
+class _Grid:
+    """A table's columns and rows, drawn at the end by :meth:`drawn`: as :func:`opscreen.tables.table`
+    draws it, through rich on a terminal; as the same lines, joined here, anywhere else. rich
+    takes 1 ms a row: 0.5 s for the runs table of a store of 500 screens, half of ``history OP``."""
+
+    def __init__(self, *columns: str) -> None:
+        self.columns = columns
+        self.rows: list[tuple[str, ...]] = []
+
+    def row(self, *cells: object) -> "_Grid":
+        self.rows.append(tuple("" if c is None else str(c) for c in cells))
+        return self
+
+    def drawn(self, like) -> list:
+        """rich's table (one item), or its lines in plain text (a pipe, a file) when every cell is
+        one a plain join draws as rich does: printable, one column a character, no blank at its ends."""
+        heads = [c[:-1] if c.endswith(">") else c for c in self.columns]
+        cells = [heads, *self.rows]
+        widths = [max(len(r[j]) for r in cells) for j in range(len(heads))]
+        if _is_tty(like) or sum(widths) + 2 * len(widths) > PLAIN_WIDTH or not all(map(_plain, self.rows)):
+            t = table(*self.columns)
+            for r in self.rows:
+                t.row(*r)
+            return [t]
+        right = [c.endswith(">") for c in self.columns]
+        return ["  " + "  ".join(x.rjust(w) if r else x.ljust(w) for x, w, r in zip(row, widths, right)).rstrip()
+                for row in cells]
+
+
+def _plain(cells: tuple[str, ...]) -> bool:
+    return all(c.isprintable() and c == c.strip() and cell_len(c) == len(c) for c in cells)
+
+
 def _runs_table(h: History):
-    t = table("#>", "commit", "started", "run")
+    t = _Grid("#>", "commit", "started", "run")
     for i, r in enumerate(h.runs):
         t.row(i, _short(r["suite_commit"]), r["started_at"] or "", r["name"])
     return t
 
 
 def _changes_table(cases: list[CaseHistory]):
-    t = table("op", "dtype", "shape", "commits", "step>", "direction", "evidence")
+    t = _Grid("op", "dtype", "shape", "commits", "step>", "direction", "evidence")
     for c in cases:
         for ch in c.changes:
             t.row(c.op + (f" ({c.variant})" if c.variant else ""), c.dtype, c.shape,
@@ -405,9 +474,10 @@ def _changes_table(cases: list[CaseHistory]):
     return t
 
 
-def format_history(h: History, op: str | None, *, show_all: bool = False) -> str:
-    """The history as text: head, runs, series (every case with ``op`` or ``show_all``, else
-    the cases with change points or flips), change points, flaky cases."""
+def format_history(h: History, op: str | None, *, show_all: bool = False, like=None) -> str:
+    """The history as text, drawn for ``like`` (default: stdout now; :func:`opscreen.tables.to_text`):
+    head, runs, series (every case with ``op`` or ``show_all``, else the cases with change points or
+    flips), change points, flaky cases."""
     L: list = _head(h, op)
     L += ["", "runs (the series' values are in this order):", _runs_table(h)]
     changed = [c for c in h.cases if c.changes and not c.flaky]
@@ -416,7 +486,7 @@ def format_history(h: History, op: str | None, *, show_all: bool = False) -> str
     L += ["", f"series: {len(h.cases)} cases" + ("" if shown is h.cases else
           f", {len(shown)} shown (those with change points or flaky; --all shows every case)")
           + " ('|' a change point, 'F' failed, '.' no value)"]
-    t = table("op", "dtype", "shape", "band>", "values")
+    t = _Grid("op", "dtype", "shape", "band>", "values")
     for c in shown:
         t.row(c.op + (f" ({c.variant})" if c.variant else ""), c.dtype, c.shape, f"±{c.band * 100:.2f}%",
               series_text(c))
@@ -429,8 +499,14 @@ def format_history(h: History, op: str | None, *, show_all: bool = False) -> str
     L += ["", f"flaky: {len(flaky)} cases whose verdict between consecutive runs flips back and forth "
           f"(at least {FLAKY_FLIPS} reversals; their steps are not reported as changes)" + (":" if flaky else "")]
     if flaky:
-        ft = table("op", "dtype", "shape", "flips>", "moves")
+        ft = _Grid("op", "dtype", "shape", "flips>", "moves")
         for c in flaky:
             ft.row(c.op, c.dtype, c.shape, c.flips, " ".join({1: "+", -1: "-", 0: "0"}[m] for m in c.moves))
         L.append(ft)
-    return to_text(L)
+    like = sys.stdout if like is None else like
+    items = [y for x in L for y in (x.drawn(like) if isinstance(x, _Grid) else [x])]
+    if not _is_tty(like) and all(isinstance(y, str) and y.isprintable() for y in items):
+        # what to_text makes of them off a terminal (rich would print each as it is: no control
+        # code to strip, no tab to expand), without rich's 50 us a line
+        return "\n".join(line.rstrip() for line in "\n".join(items).splitlines()).rstrip("\n")
+    return to_text(items, like=like)
