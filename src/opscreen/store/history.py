@@ -207,7 +207,7 @@ def _series(conn, cal_id: int, op: str | None, device: str | None, metric: str) 
 
 
 def _noise_pct(lib: float | None, torch: float | None) -> float | None:
-    """A run's noise of the speedup, in percent: sqrt(torch² + lib²) (of lib_ms: lib's alone)."""
+    """A run's noise of the speedup, in percent: sqrt(torch² + lib²) (lib_ms takes lib's alone: _series)."""
     return math.sqrt(lib ** 2 + torch ** 2) if lib is not None and torch is not None else None
 
 
