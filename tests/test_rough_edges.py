@@ -19,6 +19,27 @@ def snapshot(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+def settled_snapshot(root: Path, timeout: float = 60.0) -> dict[str, bytes]:
+    """The run dir once the hang op is in place: its child prints one last line after it
+    records its grandchild's pid, so wait for that line, then for two equal snapshots."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    log = root / "ops" / "hang" / "run.log"
+    while time.monotonic() < deadline and not (
+        log.is_file() and b"hang started grandchild" in log.read_bytes()
+    ):
+        time.sleep(0.1)
+    before = snapshot(root)
+    while time.monotonic() < deadline:
+        time.sleep(0.3)
+        now = snapshot(root)
+        if now == before:
+            return now
+        before = now
+    raise AssertionError(f"{root} kept changing for {timeout:.0f} s")
+
+
 def one_line(res, *needles: str) -> str:
     """Exit 2, one line on stderr holding every needle, no traceback: that line."""
     assert res.returncode == 2, res.stdout[-2000:] + res.stderr
@@ -86,17 +107,12 @@ def test_op_into_a_run_dir_is_refused_and_the_screen_resumes(faults):
 def test_a_second_runner_is_refused_before_its_checks_and_preflight(faults):
     """While a runner holds the run dir, a second one is refused by the lock, not by its
     own preflight (`-- --bogus`, which the collection would refuse): nothing of it ran."""
-    import time
-
     from test_batch_faults import reaped
 
     out = faults.tmp / "run"
     first = faults.popen(out, "--ops", "hang", "--devices", "0", "--timeout", "120")
     with reaped(first):
-        deadline = time.monotonic() + 60
-        while not (faults.state / "pids").is_dir() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        before = snapshot(out)
+        before = settled_snapshot(out)
         res = faults.run(out, "--ops", "ok_a", "--devices", "0", "--", "--bogus")
         one_line(res, "in use by another opscreen run", f"pid {first.pid}")
         assert snapshot(out) == before
@@ -114,7 +130,7 @@ def test_a_refused_resume_still_kills_what_a_killed_runner_left(faults):
     proc = faults.popen(out, "--ops", "hang,ok_a", "--devices", "0", "--timeout", "120")
     sigkill_when_children_run(proc, faults.state / "pids", 2)  # pytest child + its sleep
     assert faults.tagged(), "the killed runner's children should still be there"
-    before = snapshot(out)
+    before = settled_snapshot(out)
     res = faults.run(out, "--ops", "hang,ok_a", "--devices", "0", "--timeout", "120", "--", "--bogus")
     assert res.returncode == 2 and "measured with other settings" in res.stderr, res.stderr
     assert snapshot(out) == before
