@@ -1,6 +1,6 @@
 """opscreen history (src/opscreen/store/history.py): a known step is found at its commit, a flat
 noisy series has no change point, a step within the case's floors band is no change, a case that
-flips back and forth is flaky, a step at the last run is pending; the command's output and its
+flips back and forth is flaky, a step at the last run is pending and one after the first is early; the command's output and its
 bad input. On SQLite and PostgreSQL for the store-reading path, SQLite for the rest."""
 
 from __future__ import annotations
@@ -106,6 +106,22 @@ def test_a_step_at_the_last_run_is_pending(tmp_path):
     (ch,) = c.changes
     assert ch.pending and ch.direction == "faster" and ch.after_commit == commit(7)
     assert "pending: 1 run after it" in ch.evidence()
+
+
+def test_a_step_after_the_first_run_is_early(tmp_path):
+    """One run before a step cannot tell a level from an odd first run: the change is called,
+    and marked early (a screen of an earlier commit confirms it), not merged away."""
+    h = history(tmp_path, screens(tmp_path, 8, factor=step_at(1, 0.80)), rms=0.006)  # 25 % faster from 1
+    (c,) = [c for c in h.cases if c.changes]
+    (ch,) = c.changes
+    assert ch.early and not ch.pending and ch.direction == "faster"
+    assert (ch.before_commit, ch.after_commit, ch.n_before, ch.n_after) == (commit(0), commit(1), 1, 7)
+    assert ch.tags() == " (early)" and "1 run at" in ch.evidence() and "early: 1 run before it" in ch.evidence()
+    # two runs before it are a level: the same step one commit later is a plain change
+    (tmp_path / "two").mkdir()
+    h2 = history(tmp_path / "two", screens(tmp_path / "two", 8, factor=step_at(2, 0.80)), rms=0.006)
+    (ch2,) = [ch for c in h2.cases for ch in c.changes]
+    assert not ch2.early and ch2.n_before == 2 and ch2.after_commit == commit(2)
 
 
 def test_one_odd_run_inside_the_series_is_an_outlier(tmp_path):

@@ -9,8 +9,8 @@ Change points: asv's step detection (``asv.step_detect``: a penalised piecewise-
 fit, the Potts model, with an L1 cost) proposes the segments, its penalty per jump set by
 the case's band; then the noise model decides which of their boundaries are changes. A
 boundary whose step is within the case's *band* is no change, and its two segments merge
-into one; so does a segment of fewer than ``min_size`` runs but the last (one odd run is
-an outlier, not a level). The band is the widest of
+into one; so does an inner segment of fewer than ``min_size`` runs (one odd run between
+two levels is an outlier, not a level). The band is the widest of
 
 * the case's cell of the device's floors table (``results/noise.py``: found by the
   device's name; history ``rerun``, the case's timer group and latency bin), at one
@@ -20,7 +20,11 @@ an outlier, not a level). The band is the widest of
 * the minimum practical change (``--min-change``, 1 % as in compare).
 
 A last segment shorter than ``min_size`` is still reported, as *pending*: the latest
-screens moved, and the next one will say whether they stay there.
+screens moved, and the next one will say whether they stay there. A first segment that
+short is reported too, as *early*: the series' first screens read on another level than
+all that follow, and only a screen of an earlier commit (or a rerun of the first) tells a
+change from an odd first run. Merging it away instead hid a real ×4.6 step after the
+first run of a real history (bench/results/2026-12-03-h200-telemetry-peaks-history-pad.md).
 
 A case is *flaky* when its verdict between consecutive runs flips back and forth: a
 move beyond the band (or the case breaking or passing again) one way, then the other,
@@ -86,13 +90,21 @@ class ChangePoint:
     n_after: int
     separated: bool  # no run before reads on the far side of any run after
     pending: bool  # fewer than min_size runs after it: the next screens confirm it
+    early: bool = False  # fewer than min_size runs before it: a screen of an earlier commit confirms it
+
+    def tags(self) -> str:
+        """`` (early)``, `` (pending)``, both or neither: what the change's direction is shown with."""
+        return (" (early)" if self.early else "") + (" (pending)" if self.pending else "")
 
     def evidence(self) -> str:
         ratio = abs(math.log1p(self.step)) / self.band if self.band > 0 else math.inf
         over = "no run before overlaps a run after" if self.separated else "single runs overlap"
         cell = f" {self.cell}" if self.cell else ""
         pend = f"; pending: {self.n_after} run after it" if self.pending else ""
-        return (f"{self.n_before} runs at {self.before:.4g}, {self.n_after} at {self.after:.4g}; {ratio:.1f}x the "
+        if self.early:
+            pend += f"; early: {self.n_before} run before it"
+        runs = "run" if self.n_before == 1 else "runs"
+        return (f"{self.n_before} {runs} at {self.before:.4g}, {self.n_after} at {self.after:.4g}; {ratio:.1f}x the "
                 f"band ±{self.band * 100:.2f}% ({self.basis}{cell}); {over}{pend}")
 
 
@@ -292,23 +304,20 @@ def _segments(ys: list[float], band: float, min_size: int) -> list[list[int]]:
 
 def _merge_once(segs: list[list[int]], ys: list[float], band: float, min_size: int) -> bool:
     """Merge the boundary least worth keeping: a step within the band (the smallest first),
-    else an inner segment shorter than ``min_size`` into its closer neighbour."""
+    else an inner segment shorter than ``min_size`` into its closer neighbour (the first and
+    the last are kept: detect marks their change points early and pending)."""
     levels = [_level([ys[i] for i in s]) for s in segs]
     steps = [(abs(levels[j + 1] - levels[j]), j) for j in range(len(segs) - 1)]
     small = [(d, j) for d, j in steps if d <= band]
     if small:
         _, j = min(small)
     else:
-        short = [j for j, s in enumerate(segs[:-1]) if len(s) < min_size]
-        if not short or len(segs) < 2:
+        short = [j for j in range(1, len(segs) - 1) if len(segs[j]) < min_size]
+        if not short:
             return False
         i = short[0]
-        if i == 0:
-            j = 0
-        else:
-            left = abs(levels[i] - levels[i - 1])
-            right = abs(levels[i + 1] - levels[i]) if i + 1 < len(segs) else math.inf
-            j = i - 1 if left <= right else i
+        left, right = abs(levels[i] - levels[i - 1]), abs(levels[i + 1] - levels[i])
+        j = i - 1 if left <= right else i
     segs[j:j + 2] = [segs[j] + segs[j + 1]]
     return True
 
@@ -336,7 +345,8 @@ def detect(case: CaseHistory, runs_: list[dict], metric: str, band: float, basis
             at=first.run, before_commit=runs_[last.run]["suite_commit"], after_commit=runs_[first.run]["suite_commit"],
             before=math.exp(la), after=math.exp(lb), step=math.expm1(lb - la),
             direction="faster" if (lb - la) * sign > 0 else "slower", band=band, basis=basis, cell=cell,
-            n_before=len(a), n_after=len(b), separated=sep, pending=b is segs[-1] and len(b) < min_size))
+            n_before=len(a), n_after=len(b), separated=sep, pending=b is segs[-1] and len(b) < min_size,
+            early=a is segs[0] and len(a) < min_size))
     return out
 
 
@@ -470,7 +480,7 @@ def _changes_table(cases: list[CaseHistory]):
         for ch in c.changes:
             t.row(c.op + (f" ({c.variant})" if c.variant else ""), c.dtype, c.shape,
                   f"{_short(ch.before_commit)}..{_short(ch.after_commit)}", f"{ch.step * 100:+.1f}%",
-                  ch.direction + (" (pending)" if ch.pending else ""), ch.evidence())
+                  ch.direction + ch.tags(), ch.evidence())
     return t
 
 

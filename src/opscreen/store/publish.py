@@ -230,7 +230,7 @@ def _change_rows(cases: list[CaseHistory]) -> list[dict]:
         for ch in c.changes:
             out.append({"id": case_id(c), "case": _label(c), "step": f"{ch.step * 100:+.1f}%",
                         "commits": f"{(ch.before_commit or '?')[:12]}..{(ch.after_commit or '?')[:12]}",
-                        "direction": ch.direction, "pending": " (pending)" if ch.pending else "",
+                        "direction": ch.direction, "pending": ch.tags(),
                         "evidence": ch.evidence()})
     return out
 
