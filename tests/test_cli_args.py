@@ -93,3 +93,49 @@ def test_run_passes_the_tail_to_every_child(cli, tmp_path):
     assert len(cfgs) == 2
     for cfg in cfgs:
         assert json.loads(cfg.read_text())["argv"][-4:] == ["--warmup", "1", "--iter", "2"]
+
+
+def _subparsers(parser):
+    import argparse
+
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return sub.choices
+
+
+def test_one_commands_parser_is_that_of_the_whole_command_line():
+    """``build_parser(argv)`` builds only the command argv names: its help, and so its options,
+    are those the full parser has for it; a word that names no command gets the full parser."""
+    from opscreen.cli import command_names
+
+    full = _subparsers(build_parser())
+    assert sorted(full) == command_names()
+    for name in command_names():
+        alone = _subparsers(build_parser([name, "--help"]))
+        assert list(alone) == [name]
+        assert alone[name].format_help() == full[name].format_help(), name
+    assert sorted(_subparsers(build_parser(["histroy"]))) == command_names()
+    assert sorted(_subparsers(build_parser(["--version"]))) == command_names()
+
+
+def test_a_command_imports_no_other_command_module():
+    import subprocess
+    import sys
+
+    code = ("import sys, opscreen.cli as c; c.build_parser(sys.argv[1:]); "
+            "print(' '.join(sorted(m for m in sys.modules if m.startswith('opscreen.commands.'))))")
+
+    def loaded(*argv):
+        res = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, check=True)
+        return set(res.stdout.split())
+
+    # history shares store's --db option; neither loads the scheduler's run, nor report
+    assert loaded("history", "--json") == {"opscreen.commands._common", "opscreen.commands.history",
+                                           "opscreen.commands.store"}
+    assert "opscreen.commands.history" not in loaded("backends")
+    assert len(loaded("--help")) > 10
+
+
+def test_a_mistyped_command_is_one_line_naming_the_choices(cli, tmp_path):
+    res = cli("histroy", cwd=tmp_path)
+    assert res.returncode == 2 and "invalid choice: 'histroy'" in res.stderr, res.stderr
+    assert "history" in res.stderr and len(res.stderr.strip().splitlines()) == 1

@@ -26,24 +26,39 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def command_modules():
+def command_names() -> list[str]:
+    """The command modules' names under ``commands/``, without importing any of them."""
+    from . import commands
+
+    return sorted(i.name for i in pkgutil.iter_modules(commands.__path__) if not i.name.startswith("_"))
+
+
+def command_modules(only: str | None = None):
+    """The command modules in their ``ORDER`` (``only``: that one alone, when it is one)."""
     from . import commands
 
     mods = []
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name):
-        if info.name.startswith("_"):
+    for name in command_names():
+        if only is not None and name != only:
             continue
-        mod = importlib.import_module(f"{commands.__name__}.{info.name}")
-        if hasattr(mod, "run") and hasattr(mod, "add_arguments"):
+        mod = importlib.import_module(f"{commands.__name__}.{name}")
+        if hasattr(mod, "run") and hasattr(mod, "add_arguments") and (only is None or mod.NAME == only):
             mods.append(mod)
     return sorted(mods, key=lambda m: getattr(m, "ORDER", 100))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of every command; for an ``argv`` that starts with a command's name, of
+    that command alone. Each command module imports what its command needs (``run`` the
+    scheduler, ``history`` the store), and importing all of them took 0.25 s of every
+    invocation (bench/results/2026-12-03-store-scale.md); one command's parser, help and
+    errors are the same either way (tests/test_cli_args.py)."""
     parser = _Parser(prog="opscreen", description="Screen an operator library's performance suite, one op per process.")
     parser.add_argument("--version", action="version", version=f"opscreen {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for mod in command_modules():
+    first = argv[0] if argv else None
+    mods = command_modules(first) if first in command_names() else []
+    for mod in mods or command_modules():
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP))
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run, _parser=p)
@@ -89,8 +104,9 @@ def sigint_default() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     sigint_default()
-    parser = build_parser()
-    args = parse_args(parser, list(sys.argv[1:] if argv is None else argv))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
+    args = parse_args(parser, argv)
     if not getattr(args, "_run", None):
         parser.print_help(sys.stderr)
         return 2
