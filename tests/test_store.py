@@ -137,6 +137,26 @@ def test_concurrent_imports_from_several_processes_lose_nothing(tmp_path, db_url
     assert counts(db_url) == (8, 8 * rows_each)
 
 
+def test_history_and_list_read_while_an_import_holds_the_write_lock(tmp_path, db_url):
+    """A store at this version is checked in a read transaction: while another process holds
+    the write lock mid-import (SQLite: BEGIN IMMEDIATE, with a busy timeout of 120 s),
+    ``history`` and ``store list`` answer at once instead of waiting for it."""
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    runs = screens(tmp_path, 3, noise_sd=0)
+    subprocess.run([sys.executable, "-m", "opscreen", "store", "add", *map(str, runs), "--db", db_url],
+                   capture_output=True, check=True, env=env)
+    store = open_store(db_url, create=False)
+    try:
+        with store.write() as conn:  # an import's transaction, a row written and not committed
+            conn.execute(sa.insert(store_db.meta).values(key="held", value="by this test"))
+            for argv in (["history", "--json"], ["store", "list"]):
+                res = subprocess.run([sys.executable, "-m", "opscreen", *argv, "--db", db_url],
+                                     capture_output=True, text=True, env=env, timeout=60)
+                assert res.returncode == 0, res.stderr
+    finally:
+        store.close()
+
+
 def test_an_unfinished_run_is_refused_and_nothing_is_written(tmp_path, cli):
     good, bad = screens(tmp_path, 2)
     (bad / "ops" / "abs" / "result.json").unlink()

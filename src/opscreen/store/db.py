@@ -237,8 +237,15 @@ def open_store(db: str | None, *, create: bool, environ=None) -> Store:
 
 def ensure_schema(store: Store, *, create: bool) -> int:
     """Create the schema in an empty database (``create``), else check its version and run
-    the migrations from it to this opscreen's; returns the version found."""
-    with store.write() as conn:
+    the migrations from it to this opscreen's; returns the version found. A store already at
+    this version is checked in a read transaction: a ``history`` or a ``store list`` started
+    during a long ``store add`` does not wait for the import's write lock to check it."""
+    with store.read() as conn:
+        if sa.inspect(conn).has_table("meta"):
+            found = _check_version(conn, store.url)
+            if found == STORE.version:
+                return found
+    with store.write() as conn:  # created or migrated under the write lock; checked again there
         if not sa.inspect(conn).has_table("meta"):
             if not create:
                 raise UsageError(f"{store.url} holds no results store: import screens first "
