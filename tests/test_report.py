@@ -159,7 +159,7 @@ def test_report_is_self_contained_and_leads_with_the_verdict(run_dir, capsys):
     scripts = doc.all("script")
     assert len(scripts) == 1 and "sortable" in scripts[0].text()  # the one inline script: sorting, filtering
     order = top_sections(doc)
-    assert order == ["status", "failures", "distribution", "ops", "slowest", "cases", "per-op", "fallback", "identity"]
+    assert order == ["status", "device", "failures", "distribution", "ops", "slowest", "cases", "per-op", "fallback", "identity"]
     # the identity is folded, at the end
     ident = doc.one("section", id="identity")
     det = ident.one("details")

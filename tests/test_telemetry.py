@@ -359,6 +359,16 @@ def test_an_op_that_passes_records_its_measurement(faults, nvml_on_cpu, monkeypa
     html = render_report(s, out / "report.html")
     assert html.count('<div class="trace"><svg class="trace"') == 1 and html.count("<polyline") == 2
     assert "device: " in html and "samples (nvml, every 10 ms), SM clock" in html and "throttled: sw_power_cap" in html
+    dev = device_section(html)  # the device's state and what its telemetry saw, as recorded
+    assert "<td>power limit</td><td>enforced 700 W" in dev and "<td>persistence mode</td><td>on</td>" in dev
+    assert "<td>state recorded by</td><td>nvml, 1 of 1 ops; the same in each</td>" in dev
+    assert "<td>throttled ops</td><td>1 of 1: ok_a</td>" in dev and "<td>telemetry</td><td>nvml 1 ops</td>" in dev
+    assert "<td>power (op medians)</td><td>650 W</td>" in dev and 'href="#device"' in html
+
+
+def device_section(html: str) -> str:
+    i = html.index('<section id="device">')
+    return html[i:html.index("</section>", i)]
 
 
 def test_nvml_that_fails_to_initialise_leaves_the_op_unknown_with_why(faults, nvml_on_cpu, monkeypatch):
@@ -468,6 +478,10 @@ def test_the_cpu_backend_records_unknown_for_real(tmp_path):
     assert {r[COLUMNS.index("throttled")] for r in js["rows"]} == {None}
     html = render_report(build_summary(tmp_path / "run"), tmp_path / "run" / "report.html")
     assert '<div class="trace">' not in html and "device: " not in html  # nothing sampled: nothing drawn
+    dev = device_section(html)  # unknown, with its reason: no guessed clock, power or state
+    assert "<td>device state</td><td>unknown (the cpu backend has no device-telemetry library" in dev
+    assert "<td>telemetry</td><td>unknown 2 ops</td>" in dev
+    assert "clock" not in dev and "power" not in dev and "throttled" not in dev
 
 
 # -- compare names the throttled side and a device state that differs ------------------------------

@@ -623,11 +623,16 @@ def peak_figure(rows: list[list]):
             ys = [p[2] for p in pts if p[3] == basis]
             if xs:
                 ax.scatter(xs, ys, s=9, alpha=0.55, color=color, label=f"{label} ({len(xs)})", linewidths=0)
-        from matplotlib.ticker import FuncFormatter
+        from matplotlib.ticker import FixedLocator, FuncFormatter
 
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}×"))
+        # at least 0.5x to 2x, so that a screen whose speedups all lie near 1 still reads
+        # (its default log ticks left every label out but 1x), ticked at powers of two
+        lo, hi = min(min(p[1] for p in pts) / 1.15, 0.5), max(max(p[1] for p in pts) * 1.15, 2.0)
+        ax.set_xlim(lo, hi)
+        ax.xaxis.set_major_locator(FixedLocator([2.0 ** t for t in _log2_ticks(math.log2(lo), math.log2(hi))]))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.3g}×"))
         ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}%"))
         ax.axvline(1.0, color="#333", lw=0.8)
@@ -1070,8 +1075,10 @@ def _filters(table: Table, compare: bool) -> dict:
 
 
 def _nav(compare: bool, st: dict, fb: dict, fails: list, at: dict | None = None,
-         peaks: bool = False) -> list[tuple[str, str]]:
+         peaks: bool = False, device: bool = False) -> list[tuple[str, str]]:
     nav = [("compare", "Comparison"), ("status", "This run")] if compare else [("status", "Verdict")]
+    if device:
+        nav.append(("device", "Device"))
     if fails:
         nav.append(("failures", "Did not pass"))
     nav += [("distribution", "Speedups"), *([("peaks", "Peaks")] if peaks else []), ("ops", "Ops"), ("slowest", "Lowest speedups"), ("cases", "All cases"),
@@ -1097,17 +1104,116 @@ def page_ctx(s: Summary, out_path: str | Path, comparison: Comparison | None = N
     cmp = compare_ctx(p, comparison) if comparison is not None else None
     cases = cmp["cases"] if cmp else Table(RUN_COLS, [run_row(p, r) for r in s.rows], id="cases-table").without_empty(THROUGHPUT)
     pk = peaks_ctx(s, fin)
+    dev = device_ctx(s)
     cal = s.caliber or {}
     sub = [x for x in (cal.get("device_name"), cal.get("backend"), f"timer {cal['timer']}" if cal.get("timer") else None,
                        f"{len(s.ops)} ops", f"{len(s.rows)} cases", (s.identity or {}).get("started_at")) if x]  # fmt: skip
     return {
-        "name": s.name, "sub": " · ".join(str(x) for x in sub), "version": __version__, "nav": _nav(cmp is not None, st, fb, fails, at, pk is not None),
+        "name": s.name, "sub": " · ".join(str(x) for x in sub), "version": __version__, "nav": _nav(cmp is not None, st, fb, fails, at, pk is not None, dev is not None),
         "status": st, "failures": fails, "fallback": fb, "autotune": at, "compare": cmp, "cases": cases,
         "filters": _filters(cases, cmp is not None), "ops_table": ops_table(p), "op_sections": op_sections(p),
         "lowest": Table(RUN_COLS, [run_row(p, r) for r in lowest[:LOWEST]], total=len(lowest)).without_empty(THROUGHPUT),
         "chart": speedup_plot_svg(by), "identity": identity_items(s), "has_identity": bool(s.identity),
-        "peaks": pk,
+        "peaks": pk, "device": dev,
     }  # fmt: skip
+
+
+def _state_key(st: dict) -> str:
+    """A device state without its moment (``at``): two ops' states compared."""
+    return repr(sorted((k, repr(v)) for k, v in st.items() if k != "at"))
+
+
+def _telemetry_of(o) -> dict:
+    tel = o.telemetry or {}
+    if "processes" in tel:  # --repeats: the first process's block
+        tel = next((t for t in tel["processes"] if isinstance(t, dict)), {})
+    return tel
+
+
+def _span(values: list[float], unit: str) -> str | None:
+    if not values:
+        return None
+    lo, hi = min(values), max(values)
+    return f"{lo:.4g} {unit}" if lo == hi else f"{lo:.4g} to {hi:.4g} {unit}"
+
+
+def device_ctx(s: Summary) -> dict | None:
+    """The device section: the model and its peaks (the summary's peaks), its state as the
+    first op that recorded one saw it (the identity's ``device_state``), and what the ops'
+    telemetry saw (clocks, power, temperature, throttling); None where none of it is known.
+    Nothing is inferred: a field no source gave is left out, and a state no op recorded
+    says so."""
+    pk = s.peaks or {}
+    dev = pk.get("device") or {}
+    ident = s.identity or {}
+    cal = s.caliber or {}
+    items: list[tuple[str, Any]] = [
+        ("model", cal.get("device_name") or dev.get("name") or ident.get("device_name")),
+        ("SMs / compute units", dev.get("sm_count")),
+        ("compute capability", dev.get("compute_capability") or ident.get("compute_capability")),
+        ("driver / runtime", " / ".join(str(x) for x in (ident.get("driver_version"), ident.get("runtime_version")) if x)),
+    ]  # fmt: skip
+    ach, spec = pk.get("achievable") or {}, pk.get("spec") or {}
+    bw, bw_spec = ach.get("bandwidth_gbps"), spec.get("bandwidth_gbps")
+    if bw or bw_spec:
+        share = f" ({100 * bw / bw_spec:.1f} % of the spec)" if bw and bw_spec else ""
+        items.append(("memory bandwidth", f"measured {bw if bw else 'not measured'} GB/s (copy); spec "
+                                          f"{bw_spec if bw_spec else 'unknown'} GB/s{share}"))
+    for dt, v in (ach.get("tflops") or {}).items():
+        sv = (spec.get("tflops") or {}).get(dt)
+        items.append((f"matmul {dt}", f"measured {v:g} TFLOPS; spec {sv:g} TFLOPS (dense)" if sv else f"measured {v:g} TFLOPS"))
+    if pk.get("measured_at"):
+        items.append(("peaks measured", f"{pk['measured_at']} (opscreen devices --peaks; docs/peaks.md)"))
+    states = [o.device_state for o in s.ops if isinstance(o.device_state, dict) and o.device_state.get("source") not in (None, "unknown")]
+    if states:
+        st = states[0]
+        clocks = st.get("clocks_mhz") or {}
+        for name, label in (("sm", "SM clock"), ("mem", "memory clock")):
+            c = clocks.get(name) or {}
+            if c:
+                items.append((label, ", ".join(f"{k.replace('_', ' ')} {v} MHz" for k, v in c.items() if v is not None)))
+        pl = st.get("power_limit_w") or {}
+        if pl:
+            items.append(("power limit", ", ".join(f"{k} {v:g} W" for k, v in pl.items() if v is not None)))
+        locked = st.get("clocks_locked")
+        if locked is not None:
+            items.append(("clocks locked", "yes" if locked else "no: the clocks boost and fall with load and heat "
+                          "(docs/telemetry.md says how to lock them; throttled rows are flagged)"))
+        for k, label in (("persistence_mode", "persistence mode"), ("mig_mode", "MIG mode"), ("ecc_mode", "ECC"),
+                         ("compute_mode", "compute mode")):
+            v = st.get(k)
+            if v is not None:
+                items.append((label, ("on" if v else "off") if isinstance(v, bool) else v))
+        others = len({_state_key(x) for x in states}) - 1
+        items.append(("state recorded by", f"{st.get('source')}, {len(states)} of {len(s.ops)} ops"
+                      + (f"; {others} other state(s) among them (run_identity.json of each op)" if others else
+                         "; the same in each")))
+    elif s.ops:
+        src = {(o.device_state or {}).get("source") for o in s.ops} - {None}
+        why = next(((o.device_state or {}).get("why") for o in s.ops if (o.device_state or {}).get("why")), None)
+        items.append(("device state", f"unknown{f' ({why})' if why else ''}" if src or why else "not recorded"))
+    tels = [(o, _telemetry_of(o)) for o in s.ops]
+    sampled = [(o, t) for o, t in tels if t.get("samples")]
+    if sampled:
+        med = lambda key: [t[key]["median"] for _, t in sampled if isinstance(t.get(key), dict) and t[key].get("median") is not None]  # noqa: E731
+        for key, label, unit in (("sm_clock_busy_mhz", "SM clock while busy (op medians)", "MHz"),
+                                 ("power_w", "power (op medians)", "W"), ("temperature_c", "temperature (op medians)", "°C")):
+            v = _span(med(key), unit)
+            if v:
+                items.append((label, v))
+        from . import throttle as _throttle
+
+        bad = [o.op for o, _ in sampled if _throttle.is_throttled(o.throttled)]
+        items.append(("throttled ops", (f"{len(bad)} of {len(sampled)}: " + ", ".join(bad[:12])) if bad else
+                      f"none of {len(sampled)} ops with telemetry"))
+    if s.ops:
+        srcs: dict[str, int] = {}
+        for _, t in tels:
+            k = t.get("source") or "not recorded"
+            srcs[k] = srcs.get(k, 0) + 1
+        items.append(("telemetry", ", ".join(f"{k} {v} ops" for k, v in sorted(srcs.items()))))
+    shown = [(k, str(v)) for k, v in items if v not in (None, "")]
+    return {"fields": shown} if len(shown) > 1 else None
 
 
 def peaks_ctx(s: Summary, rows: list[list]) -> dict | None:
