@@ -232,7 +232,9 @@ def test_plain_output_is_the_rich_tables_line_for_line(tmp_path, monkeypatch):
     assert any(c.changes for c in h.cases) and any(c.flaky for c in h.cases)
     fast = [hist.format_history(h, op, show_all=a, like=io.StringIO()) for op, a in ((None, False), ("abs", False),
                                                                                       (None, True))]
-    monkeypatch.setattr(hist, "_is_tty", lambda _f: True)  # rich draws every table (to_text still plain)
+    from opscreen import tables
+
+    monkeypatch.setattr(tables, "_joinable", lambda _f: False)  # rich draws every table (to_text still plain)
     slow = [hist.format_history(h, op, show_all=a, like=io.StringIO()) for op, a in ((None, False), ("abs", False),
                                                                                       (None, True))]
     assert fast == slow
@@ -249,16 +251,16 @@ def test_plain_output_is_the_rich_tables_line_for_line(tmp_path, monkeypatch):
 def test_a_grid_off_a_terminal_is_what_rich_draws(cells, joined):
     import io
 
-    from opscreen.store.history import _Grid
-    from opscreen.tables import table, to_text
+    from opscreen.tables import Grid, grid_text, table, to_text
 
-    g, t = _Grid("#>", "name", "value>"), table("#>", "name", "value>")
+    g, t = Grid("#>", "name", "value>"), table("#>", "name", "value>")
     for r in cells:
         g.row(*r)
         t.row(*r)
     drawn = g.drawn(io.StringIO())
     assert all(isinstance(x, str) for x in drawn) == joined
-    assert to_text(drawn, like=io.StringIO()) == to_text([t], like=io.StringIO())
+    rich = to_text(["head", t], like=io.StringIO())
+    assert to_text(["head", *drawn], like=io.StringIO()) == rich == grid_text(["head", g], like=io.StringIO())
 
 
 def test_a_series_within_its_band_is_never_cut():

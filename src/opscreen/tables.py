@@ -14,6 +14,7 @@ import shutil
 import sys
 from typing import Iterable, Sequence, TextIO
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.padding import Padding
 from rich.table import Table
@@ -58,6 +59,46 @@ def _is_tty(file: TextIO) -> bool:
         return False
 
 
+def _joinable(like: TextIO) -> bool:
+    """Whether :class:`Grid` and :func:`grid_text` may join lines themselves for ``like``:
+    anywhere but a terminal (a test turns it off to compare with rich's drawing)."""
+    return not _is_tty(like)
+
+
+class Grid:
+    """A table's columns and rows, drawn at the end by :meth:`drawn`: as :func:`table` draws it,
+    through rich on a terminal; as the same lines, joined here, anywhere else. rich takes 1 ms
+    a row: 0.5 s for the runs table of ``opscreen history`` on a store of 500 screens, half of
+    the command (bench/results/2026-12-03-store-scale.md)."""
+
+    def __init__(self, *columns: str) -> None:
+        self.columns = columns
+        self.rows: list[tuple[str, ...]] = []
+
+    def row(self, *cells: object) -> "Grid":
+        self.rows.append(tuple("" if c is None else str(c) for c in cells))
+        return self
+
+    def drawn(self, like) -> list:
+        """rich's table (one item), or its lines in plain text (a pipe, a file) when every cell is
+        one a plain join draws as rich does: printable, one column a character, no blank at its ends."""
+        heads = [c[:-1] if c.endswith(">") else c for c in self.columns]
+        cells = [heads, *self.rows]
+        widths = [max(len(r[j]) for r in cells) for j in range(len(heads))]
+        if not _joinable(like) or sum(widths) + 2 * len(widths) > PLAIN_WIDTH or not all(map(_plain, self.rows)):
+            t = table(*self.columns)
+            for r in self.rows:
+                t.row(*r)
+            return [t]
+        right = [c.endswith(">") for c in self.columns]
+        return ["  " + "  ".join(x.rjust(w) if r else x.ljust(w) for x, w, r in zip(row, widths, right)).rstrip()
+                for row in cells]
+
+
+def _plain(cells: tuple[str, ...]) -> bool:
+    return all(c.isprintable() and c == c.strip() and cell_len(c) == len(c) for c in cells)
+
+
 def console(file: TextIO | None = None, *, like: TextIO | None = None) -> Console:
     """A console that writes to ``file`` (default stdout) and draws as ``like``
     (default ``file``) would be drawn: a terminal's width and colour, else plain text."""
@@ -94,3 +135,15 @@ def emit(items: Sequence, file: TextIO | None = None) -> None:
     file = sys.stdout if file is None else file
     text = to_text(items, like=file)
     file.write(text + "\n" if text else "")
+
+
+def grid_text(items: Iterable, *, like: TextIO | None = None) -> str:
+    """:func:`to_text` of ``items`` where some are :class:`Grid`: off a terminal, when every
+    line is printable text, the lines joined here (what to_text makes of them: rich prints
+    each as it is, with no control code to strip and no tab to expand), without rich's
+    50 us a line; else to_text."""
+    like = sys.stdout if like is None else like
+    out = [y for x in items for y in (x.drawn(like) if isinstance(x, Grid) else [x])]
+    if _joinable(like) and all(isinstance(y, str) and y.isprintable() for y in out):
+        return "\n".join(line.rstrip() for line in "\n".join(out).splitlines()).rstrip("\n")
+    return to_text(out, like=like)

@@ -44,11 +44,10 @@ import types
 from dataclasses import asdict, dataclass, field
 
 import sqlalchemy as sa
-from rich.cells import cell_len
 
 from ..errors import UsageError
 from ..results import noise as _noise
-from ..tables import PLAIN_WIDTH, _is_tty, table, to_text
+from ..tables import Grid, grid_text
 from .db import Store, calibers, rows, runs
 
 __all__ = ["Point", "ChangePoint", "CaseHistory", "History", "load_history", "detect", "FLAKY_FLIPS",
@@ -434,48 +433,15 @@ def _head(h: History, op: str | None) -> list[str]:
     return L
 
 
-class _Grid:
-    """A table's columns and rows, drawn at the end by :meth:`drawn`: as :func:`opscreen.tables.table`
-    draws it, through rich on a terminal; as the same lines, joined here, anywhere else. rich
-    takes 1 ms a row: 0.5 s for the runs table of a store of 500 screens, half of ``history OP``."""
-
-    def __init__(self, *columns: str) -> None:
-        self.columns = columns
-        self.rows: list[tuple[str, ...]] = []
-
-    def row(self, *cells: object) -> "_Grid":
-        self.rows.append(tuple("" if c is None else str(c) for c in cells))
-        return self
-
-    def drawn(self, like) -> list:
-        """rich's table (one item), or its lines in plain text (a pipe, a file) when every cell is
-        one a plain join draws as rich does: printable, one column a character, no blank at its ends."""
-        heads = [c[:-1] if c.endswith(">") else c for c in self.columns]
-        cells = [heads, *self.rows]
-        widths = [max(len(r[j]) for r in cells) for j in range(len(heads))]
-        if _is_tty(like) or sum(widths) + 2 * len(widths) > PLAIN_WIDTH or not all(map(_plain, self.rows)):
-            t = table(*self.columns)
-            for r in self.rows:
-                t.row(*r)
-            return [t]
-        right = [c.endswith(">") for c in self.columns]
-        return ["  " + "  ".join(x.rjust(w) if r else x.ljust(w) for x, w, r in zip(row, widths, right)).rstrip()
-                for row in cells]
-
-
-def _plain(cells: tuple[str, ...]) -> bool:
-    return all(c.isprintable() and c == c.strip() and cell_len(c) == len(c) for c in cells)
-
-
 def _runs_table(h: History):
-    t = _Grid("#>", "commit", "started", "run")
+    t = Grid("#>", "commit", "started", "run")
     for i, r in enumerate(h.runs):
         t.row(i, _short(r["suite_commit"]), r["started_at"] or "", r["name"])
     return t
 
 
 def _changes_table(cases: list[CaseHistory]):
-    t = _Grid("op", "dtype", "shape", "commits", "step>", "direction", "evidence")
+    t = Grid("op", "dtype", "shape", "commits", "step>", "direction", "evidence")
     for c in cases:
         for ch in c.changes:
             t.row(c.op + (f" ({c.variant})" if c.variant else ""), c.dtype, c.shape,
@@ -496,7 +462,7 @@ def format_history(h: History, op: str | None, *, show_all: bool = False, like=N
     L += ["", f"series: {len(h.cases)} cases" + ("" if shown is h.cases else
           f", {len(shown)} shown (those with change points or flaky; --all shows every case)")
           + " ('|' a change point, 'F' failed, '.' no value)"]
-    t = _Grid("op", "dtype", "shape", "band>", "values")
+    t = Grid("op", "dtype", "shape", "band>", "values")
     for c in shown:
         t.row(c.op + (f" ({c.variant})" if c.variant else ""), c.dtype, c.shape, f"±{c.band * 100:.2f}%",
               series_text(c))
@@ -509,14 +475,8 @@ def format_history(h: History, op: str | None, *, show_all: bool = False, like=N
     L += ["", f"flaky: {len(flaky)} cases whose verdict between consecutive runs flips back and forth "
           f"(at least {FLAKY_FLIPS} reversals; their steps are not reported as changes)" + (":" if flaky else "")]
     if flaky:
-        ft = _Grid("op", "dtype", "shape", "flips>", "moves")
+        ft = Grid("op", "dtype", "shape", "flips>", "moves")
         for c in flaky:
             ft.row(c.op, c.dtype, c.shape, c.flips, " ".join({1: "+", -1: "-", 0: "0"}[m] for m in c.moves))
         L.append(ft)
-    like = sys.stdout if like is None else like
-    items = [y for x in L for y in (x.drawn(like) if isinstance(x, _Grid) else [x])]
-    if not _is_tty(like) and all(isinstance(y, str) and y.isprintable() for y in items):
-        # what to_text makes of them off a terminal (rich would print each as it is: no control
-        # code to strip, no tab to expand), without rich's 50 us a line
-        return "\n".join(line.rstrip() for line in "\n".join(items).splitlines()).rstrip("\n")
-    return to_text(items, like=like)
+    return grid_text(L, like=like)
