@@ -34,9 +34,10 @@ from urllib.parse import quote
 from .. import __version__
 from ..fsio import atomic_write_text
 from . import compare as _compare
+from . import throttle as _throttle
 from . import traces as _traces
 from .compare import CompareRow, Comparison, Verdict, _moved_list, _show
-from .summary import COL, Summary, mixed_rows, noise, row_band
+from .summary import COL, Summary, first_telemetry, mixed_rows, noise, row_band, telemetry_sources
 
 __all__ = ["render_report", "write_report", "speedup_plot_svg", "change_plot_svg", "PASSED", "NOT_MEASURED"]
 
@@ -1118,18 +1119,6 @@ def page_ctx(s: Summary, out_path: str | Path, comparison: Comparison | None = N
     }  # fmt: skip
 
 
-def _state_key(st: dict) -> str:
-    """A device state without its moment (``at``): two ops' states compared."""
-    return repr(sorted((k, repr(v)) for k, v in st.items() if k != "at"))
-
-
-def _telemetry_of(o) -> dict:
-    tel = o.telemetry or {}
-    if "processes" in tel:  # --repeats: the first process's block
-        tel = next((t for t in tel["processes"] if isinstance(t, dict)), {})
-    return tel
-
-
 def _span(values: list[float], unit: str) -> str | None:
     if not values:
         return None
@@ -1164,7 +1153,7 @@ def device_ctx(s: Summary) -> dict | None:
         items.append((f"matmul {dt}", f"measured {v:g} TFLOPS; spec {sv:g} TFLOPS (dense)" if sv else f"measured {v:g} TFLOPS"))
     if pk.get("measured_at"):
         items.append(("peaks measured", f"{pk['measured_at']} (opscreen devices --peaks; docs/peaks.md)"))
-    states = [o.device_state for o in s.ops if isinstance(o.device_state, dict) and o.device_state.get("source") not in (None, "unknown")]
+    states = [o.device_state for o in s.ops if _throttle.state_fields(o.device_state)]
     if states:
         st = states[0]
         clocks = st.get("clocks_mhz") or {}
@@ -1184,7 +1173,8 @@ def device_ctx(s: Summary) -> dict | None:
             v = st.get(k)
             if v is not None:
                 items.append((label, ("on" if v else "off") if isinstance(v, bool) else v))
-        others = len({_state_key(x) for x in states}) - 1
+        # compared as compare compares two runs' states: their settings, not the chip or the moment
+        others = len({tuple(sorted(_throttle.state_fields(x).items(), key=str)) for x in states}) - 1
         items.append(("state recorded by", f"{st.get('source')}, {len(states)} of {len(s.ops)} ops"
                       + (f"; {others} other state(s) among them (run_identity.json of each op)" if others else
                          "; the same in each")))
@@ -1192,8 +1182,7 @@ def device_ctx(s: Summary) -> dict | None:
         src = {(o.device_state or {}).get("source") for o in s.ops} - {None}
         why = next(((o.device_state or {}).get("why") for o in s.ops if (o.device_state or {}).get("why")), None)
         items.append(("device state", f"unknown{f' ({why})' if why else ''}" if src or why else "not recorded"))
-    tels = [(o, _telemetry_of(o)) for o in s.ops]
-    sampled = [(o, t) for o, t in tels if t.get("samples")]
+    sampled = [(o, t) for o in s.ops for t in [first_telemetry(o)] if t.get("samples")]
     if sampled:
         med = lambda key: [t[key]["median"] for _, t in sampled if isinstance(t.get(key), dict) and t[key].get("median") is not None]  # noqa: E731
         for key, label, unit in (("sm_clock_busy_mhz", "SM clock while busy (op medians)", "MHz"),
@@ -1201,17 +1190,11 @@ def device_ctx(s: Summary) -> dict | None:
             v = _span(med(key), unit)
             if v:
                 items.append((label, v))
-        from . import throttle as _throttle
-
         bad = [o.op for o, _ in sampled if _throttle.is_throttled(o.throttled)]
         items.append(("throttled ops", (f"{len(bad)} of {len(sampled)}: " + ", ".join(bad[:12])) if bad else
                       f"none of {len(sampled)} ops with telemetry"))
     if s.ops:
-        srcs: dict[str, int] = {}
-        for _, t in tels:
-            k = t.get("source") or "not recorded"
-            srcs[k] = srcs.get(k, 0) + 1
-        items.append(("telemetry", ", ".join(f"{k} {v} ops" for k, v in sorted(srcs.items()))))
+        items.append(("telemetry", telemetry_sources(s.ops)[0]))  # its why is the device state's
     shown = [(k, str(v)) for k, v in items if v not in (None, "")]
     return {"fields": shown} if len(shown) > 1 else None
 

@@ -1018,26 +1018,37 @@ def format_summary(s: Summary) -> str:
     return to_text(lines)
 
 
+def first_telemetry(o: OpSummary) -> dict:
+    """An op's telemetry block: its own, or (--repeats) its first process's; {} where none."""
+    tel = o.telemetry or {}
+    if "processes" in tel:
+        tel = next((t for t in tel["processes"] if isinstance(t, dict)), {})
+    return tel
+
+
+def telemetry_sources(ops: list[OpSummary]) -> tuple[str, str | None]:
+    """``nvml 8 ops, unknown 2 ops``: where the ops' telemetry came from; and the most common
+    reason of those without it (None where every op had it)."""
+    sources: dict[str, int] = {}
+    whys: dict[str, int] = {}
+    for o in ops:
+        tel = first_telemetry(o)
+        src = tel.get("source") or "not recorded"
+        sources[src] = sources.get(src, 0) + 1
+        if tel.get("why") and src in ("unknown", "off"):
+            whys[tel["why"]] = whys.get(tel["why"], 0) + 1
+    why = max(whys.items(), key=lambda kv: kv[1])[0] if whys else None
+    return ", ".join(f"{k} {v} ops" for k, v in sorted(sources.items())), why
+
+
 def telemetry_lines(s: Summary, n: int = 10) -> list:
     """Where the device's telemetry came from, and the ops measured while it throttled
     (opscreen.results.throttle): summary.csv's ``throttled`` column."""
     ops = [o for o in s.ops if o.rows]
     if not ops:
         return []
-    sources: dict[str, int] = {}
-    whys: dict[str, int] = {}
-    for o in ops:
-        tel = o.telemetry or {}
-        if "processes" in tel:
-            tel = next((t for t in tel["processes"] if isinstance(t, dict)), {})
-        src = tel.get("source") or "not recorded"
-        sources[src] = sources.get(src, 0) + 1
-        if tel.get("why") and src in ("unknown", "off"):
-            whys[tel["why"]] = whys.get(tel["why"], 0) + 1
-    head = "telemetry: " + ", ".join(f"{k} {v} ops" for k, v in sorted(sources.items()))
-    if whys:
-        why, _ = max(whys.items(), key=lambda kv: kv[1])
-        head += f" ({why})"
+    text, why = telemetry_sources(ops)
+    head = f"telemetry: {text}" + (f" ({why})" if why else "")
     bad = [o for o in ops if _throttle.is_throttled(o.throttled)]
     checked = sum(1 for o in ops if o.throttled is not None)
     lines: list = ["", head]
