@@ -262,3 +262,23 @@ def test_a_run_records_its_devices_peaks_and_its_summary_keeps_them_elsewhere(tm
     s = build_summary(tmp_path / "with", peaks_dir=tmp_path / "elsewhere")
     assert s.peaks["found_by"] == "identity" and s.peaks["achievable"] == pk["achievable"]
     assert build_summary(tmp_path / "without", peaks_dir=tmp_path / "elsewhere").peaks is None
+
+
+def test_the_warm_up_is_by_time_and_the_timing_by_count_and_time():
+    from opscreen.child import peaks as CP
+
+    calls = []
+
+    def once(fn):  # a call that takes 5 ms of the host clock, and says so
+        import time
+        time.sleep(0.005)
+        calls.append(1)
+        return 0.005
+
+    times = CP._repeat(once, None, reps=3, budget_s=0.05, warmup_s=0.05)
+    warm = len(calls) - len(times)
+    assert warm >= 8  # 50 ms of 5 ms calls, not the 2 of a count
+    assert len(times) >= 10 and sum(times) >= 0.05  # the budget, beyond the 3 asked
+    calls.clear()
+    assert len(CP._repeat(once, None, reps=4, budget_s=0.0, warmup_s=0.0)) == 4 and len(calls) == 6  # 2 warm, 4 timed
+    assert len(CP._repeat(once, None, reps=1, budget_s=10.0, warmup_s=0.0, max_reps=7)) == 7  # the cap holds

@@ -159,8 +159,9 @@ def find(uuid: str | None, name: str | None, directory: Path | None = None) -> d
 # -- measuring: the child in the suite's interpreter ----------------------------------------
 
 #: what one measurement moves and multiplies, by whether the backend is the host (slots) or an accelerator
-SIZES = {"device": {"copy_bytes": 2 << 30, "matmul_n": 8192, "reps": 20, "budget_s": 2.0},
-         "host": {"copy_bytes": 64 << 20, "matmul_n": 512, "reps": 10, "budget_s": 0.5}}
+#: (reps: the fewest timed calls; budget_s: the least time of timed calls; warmup_s: untimed calls first)
+SIZES = {"device": {"copy_bytes": 2 << 30, "matmul_n": 8192, "reps": 20, "budget_s": 2.0, "warmup_s": 1.0},
+         "host": {"copy_bytes": 64 << 20, "matmul_n": 512, "reps": 10, "budget_s": 0.5, "warmup_s": 0.1}}
 
 
 def _shim(folder: Path) -> Path:

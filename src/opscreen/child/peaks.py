@@ -47,13 +47,19 @@ def _timer(torch, device):
     return once_host
 
 
-def _repeat(once, fn, reps: int, budget_s: float, warmup: int = 2) -> list[float]:
-    """``warmup`` untimed calls, then at least 3 and at most ``reps`` timed ones, stopping once
-    ``budget_s`` of timed calls has passed."""
-    for _ in range(warmup):
+def _repeat(once, fn, reps: int, budget_s: float, warmup_s: float = 0.0, max_reps: int = 100_000) -> list[float]:
+    """Untimed calls for ``warmup_s`` (at least 2), then timed ones until at least ``reps`` of
+    them ran *and* ``budget_s`` of timed calls has passed (at most ``max_reps``).
+
+    The warm-up is by time, not by count: a tensor-core matmul of 8192 takes about 1.5 ms on an
+    H200, so 2 calls and 20 timed ones (30 ms) measured the clock's ramp, and two processes
+    read 2.6-4.3 % apart. A second of calls before the timing lets clocks and power settle."""
+    t0, n = time.perf_counter(), 0
+    while n < 2 or time.perf_counter() - t0 < warmup_s:
         once(fn)
+        n += 1
     times: list[float] = []
-    while len(times) < reps and (len(times) < 3 or sum(times) < budget_s):
+    while len(times) < max_reps and (len(times) < reps or sum(times) < budget_s):
         times.append(once(fn))
     return times
 
@@ -67,20 +73,20 @@ def _reduce(times: list[float], work: float, unit: float) -> dict:
             "spread": round(max(rates) / min(rates) - 1.0, 4)}
 
 
-def measure_copy(torch, device, nbytes: int, reps: int, budget_s: float) -> dict:
+def measure_copy(torch, device, nbytes: int, reps: int, budget_s: float, warmup_s: float = 0.0) -> dict:
     """GB/s (1e9 bytes per second) of a device-to-device copy of ``nbytes``, read + write."""
     n = max(1, nbytes // 4)
     src = torch.ones(n, dtype=torch.float32, device=device)
     dst = torch.empty_like(src)
     once = _timer(torch, device)
-    times = _repeat(once, lambda: dst.copy_(src), reps, budget_s)
+    times = _repeat(once, lambda: dst.copy_(src), reps, budget_s, warmup_s)
     moved = 2 * n * 4
     out = {"bytes": n * 4, "counted_bytes": moved, "gbps": _reduce(times, moved, 1e9)}
     del src, dst
     return out
 
 
-def measure_matmul(torch, device, dtype_name: str, n: int, reps: int, budget_s: float) -> dict:
+def measure_matmul(torch, device, dtype_name: str, n: int, reps: int, budget_s: float, warmup_s: float = 0.0) -> dict:
     """TFLOPS (1e12 per second) of an ``n x n`` matmul in ``dtype_name`` (``tf32``: float32
     with TF32 allowed; ``float32``: with it off)."""
     dtype = getattr(torch, "float32" if dtype_name == "tf32" else dtype_name)
@@ -94,7 +100,7 @@ def measure_matmul(torch, device, dtype_name: str, n: int, reps: int, budget_s: 
         a = torch.randn(n, n, device=device).to(dtype)
         b = torch.randn(n, n, device=device).to(dtype)
         once = _timer(torch, device)
-        times = _repeat(once, lambda: torch.matmul(a, b), reps, budget_s)
+        times = _repeat(once, lambda: torch.matmul(a, b), reps, budget_s, warmup_s)
     except Exception as exc:  # noqa: BLE001 - a dtype the device cannot multiply: say so, measure the rest
         return {"n": n, "why": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
     finally:
@@ -121,15 +127,15 @@ def device_facts(torch, device) -> dict:
 
 
 def measure(torch, device_type: str, index: int, *, copy_bytes: int, matmul_n: int, reps: int,
-            budget_s: float, dtypes=MATMUL_DTYPES) -> dict:
+            budget_s: float, warmup_s: float = 0.0, dtypes=MATMUL_DTYPES) -> dict:
     """Every measurement of one device, as a dict (the harness writes it into the peaks file)."""
     device = torch.device(device_type, index) if device_type != "cpu" else torch.device("cpu")
     if device_type != "cpu":
         getattr(torch, device_type).set_device(device)
     torch.manual_seed(0)
     out = {"device": device_facts(torch, device), "timer": "events" if device.type == "cuda" else "host",
-           "threads": torch.get_num_threads(), "copy": measure_copy(torch, device, copy_bytes, reps, budget_s)}
-    out["matmul"] = {d: measure_matmul(torch, device, d, matmul_n, reps, budget_s) for d in dtypes}
+           "threads": torch.get_num_threads(), "copy": measure_copy(torch, device, copy_bytes, reps, budget_s, warmup_s)}
+    out["matmul"] = {d: measure_matmul(torch, device, d, matmul_n, reps, budget_s, warmup_s) for d in dtypes}
     return out
 
 
@@ -141,6 +147,7 @@ def main(argv=None) -> int:
     p.add_argument("--matmul-n", type=int, required=True)
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--budget-s", type=float, default=1.0)
+    p.add_argument("--warmup-s", type=float, default=0.0)
     p.add_argument("--modules", default="", help="torch extensions to import first, comma-separated")
     a = p.parse_args(argv)
     try:
@@ -151,7 +158,7 @@ def main(argv=None) -> int:
         for m in filter(None, a.modules.split(",")):
             importlib.import_module(m)
         out = measure(torch, a.device_type, a.index, copy_bytes=a.copy_bytes, matmul_n=a.matmul_n, reps=a.reps,
-                      budget_s=a.budget_s)
+                      budget_s=a.budget_s, warmup_s=a.warmup_s)
     except Exception as exc:  # noqa: BLE001 - one line for the harness, whatever failed
         out = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
     print(json.dumps(out))
