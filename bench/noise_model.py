@@ -3,10 +3,13 @@
 false calls on plain reruns and its power on a known change.
 
     python bench/noise_model.py RUN_DIR RUN_DIR ... [--folds 2] [--seed 1] [--json OUT]
+    python bench/noise_model.py A1,A2,A3 B1,B2 ...     (draws: runs are paired within one)
 
 The run dirs screened the same ops with the same settings (fresh processes and/or warm
 workers: bench/device/noise.sh makes them on a GPU, ``opscreen calibrate --backend cpu``
-on the CPU). The ops are split into ``--folds`` folds at random (``--seed``); for each fold,
+on the CPU). An argument with commas is one draw (one device session): its runs are paired
+with each other only, never with another draw's, whose screens ran on another day, lease
+and opscreen checkout and share an op only by chance. Without commas, all runs are one draw. The ops are split into ``--folds`` folds at random (``--seed``); for each fold,
 a floors table is fitted (``opscreen.results.noise.fit``) on every pair of runs restricted
 to the OTHER folds' ops, and ``compare_summaries`` with that table judges the fold's ops:
 
@@ -79,16 +82,23 @@ def tally(c, out: dict, key: str | None = None) -> None:
 
 
 def power(c, out: dict) -> None:
+    """Count ``c``'s injected graph rows called slower, by the row's history (``rerun``: one
+    chip; ``chip``: the op ran on another chip in B, where a 5 % step lies within two chips'
+    own spread) and latency bin."""
     for r in c.rows:
         if r.verdict not in MEASURED or not (r.a_timer == "graph" and r.b_timer == "graph"):
             continue
         small = min(r.a_torch_ms, r.a_lib_ms) < SMALL_KERNEL_MS
-        e = out.setdefault("<10us x1.10" if small else ">=10us x1.05", {"rows": 0, "slower": 0})
+        hist = (r.floors or c.history).split("/", 1)[0]
+        e = out.setdefault(f"{hist} " + ("<10us x1.10" if small else ">=10us x1.05"), {"rows": 0, "slower": 0})
         e["rows"] += 1
         e["slower"] += r.verdict == Verdict.SLOWER
 
 
-def evaluate(summaries, folds: int, seed: int) -> dict:
+def evaluate(summaries, folds: int, seed: int, draws: list[list[int]] | None = None) -> dict:
+    """``draws``: lists of indices into ``summaries``; runs are paired within one (default: all one)."""
+    draws = draws or [list(range(len(summaries)))]
+    combos = [(i, j) for d in draws for i, j in itertools.combinations(d, 2)]
     ops = sorted({o.op for s in summaries for o in s.ops})
     random.Random(seed).shuffle(ops)
     parts = [set(ops[i::folds]) for i in range(folds)]
@@ -97,15 +107,15 @@ def evaluate(summaries, folds: int, seed: int) -> dict:
     for k, test_ops in enumerate(parts):
         train = set(ops) - test_ops
         tr = [restrict(s, train) for s in summaries]
-        pairs = [(a, b, noise.history_of(a.caliber.get("isolation"), b.caliber.get("isolation")))
-                 for a, b in itertools.combinations(tr, 2)]
+        pairs = [(tr[i], tr[j], noise.history_of(tr[i].caliber.get("isolation"), tr[j].caliber.get("isolation")))
+                 for i, j in combos]
         table = noise.fit(pairs, name=f"fold {k}", match=".*", provenance={})
         te = [restrict(s, test_ops) for s in summaries]
-        for a, b in itertools.combinations(te, 2):
+        for a, b in ((te[i], te[j]) for i, j in combos):
             hist = noise.history_of(a.caliber.get("isolation"), b.caliber.get("isolation"))
             tally(compare_summaries(a, b, table=table, check=None), rates, f"{hist} {a.name}->{b.name}")
             tally(compare_summaries(a, b, table=table), rates)
-            if hist == "rerun":
+            if hist in ("rerun", "worker"):
                 power(compare_summaries(a, injected(b), table=table), pw)
     return {"ops": len(ops), "folds": folds, "seed": seed, "rates": rates, "power": pw}
 
@@ -117,10 +127,20 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", help="write the figures here")
     a = ap.parse_args(argv)
-    if len(a.runs) < 2:
+    groups = [g.split(",") for g in a.runs] if any("," in r for r in a.runs) else [a.runs]
+    paths = [r for g in groups for r in g]
+    if len(paths) < 2:
         ap.error("give two or more run dirs")
-    summaries = [load_or_build(r)[0] for r in a.runs]
-    res = evaluate(summaries, a.folds, a.seed)
+    summaries = []
+    for r in paths:
+        s = load_or_build(r)[0]
+        if len(groups) > 1:
+            s.name = r.rstrip("/")  # a draw's "op" is not another draw's "op"
+        summaries.append(s)
+    starts = [sum(len(g) for g in groups[:k]) for k in range(len(groups))]
+    draws = [list(range(st, st + len(g))) for st, g in zip(starts, groups)]
+    res = evaluate(summaries, a.folds, a.seed, draws)
+    res["draws"] = groups
     print(f"{res['ops']} ops, {res['folds']} folds by op (seed {res['seed']}); tables fitted out of fold")
     for key, e in sorted(res["rates"].items(), key=lambda kv: (" " in kv[0], kv[0])):
         n = e["rows"] or 1

@@ -28,10 +28,11 @@ def commit(i: int) -> str:
 
 def screens(root: Path, n: int, *, factor: Callable[[int, str, str, int], float] | None = None,
             noise_sd: float = 0.004, seed: int = 0, device: str = DEVICE, ops=OPS, first: int = 0,
-            caliber: dict | None = None) -> list[Path]:
+            caliber: dict | None = None, commits: list[str] | None = None,
+            day: Callable[[int], int] | None = None) -> list[Path]:
     """``n`` finished screens of the same cases at commits ``first .. first + n - 1`` (run ``i``
-    started on day ``i``), each case's library latency times ``exp(N(0, noise_sd))`` and times
-    ``factor(i, op, dtype, shape_index)``."""
+    started on day ``i``, or ``day(i)``; its suite commit :func:`commit` ``(i)``, or ``commits[i]``),
+    each case's library latency times ``exp(N(0, noise_sd))`` and times ``factor(i, op, dtype, shape_index)``."""
     out = []
     for i in range(first, first + n):
         rng = random.Random(f"{seed}:{i}")
@@ -41,11 +42,12 @@ def screens(root: Path, n: int, *, factor: Callable[[int, str, str, int], float]
             return lib_ms * f * (factor(i, op, dtype, si) if factor else 1.0)
 
         d = root / f"screen-{i:03d}"
-        cal = {"suite_commit": commit(i), "device_name": device, **(caliber or {})}
+        cal = {"suite_commit": commits[i] if commits else commit(i), "device_name": device, **(caliber or {})}
         make_run(d, n_ops=len(ops), op_names=list(ops), seed=seed, dtypes=("float16", "float32"), shapes=(3, 4),
                  perturb=perturb, caliber=cal, fail_rate=0, timeout_rate=0, fatal_rate=0)
         ident = json.loads((d / "run_identity.json").read_text())
-        ident["started_at"] = f"2026-{1 + i // 28:02d}-{1 + i % 28:02d}T08:00:00Z"
+        d_ = day(i) if day else i
+        ident["started_at"] = f"2026-{1 + d_ // 28:02d}-{1 + d_ % 28:02d}T08:00:00Z"
         ident["state"] = "finished"
         (d / "run_identity.json").write_text(json.dumps(ident, indent=1))
         out.append(d)

@@ -166,6 +166,57 @@ def test_history_cli_prints_series_change_points_and_json(tmp_path, cli):
     assert len(js["runs"]) == 8 and "timing" not in case
 
 
+def _git_history(repo, n: int) -> list[str]:
+    """A git repo of ``n`` commits, one a day (committer dates 2026-07-01 on); their ids, oldest first."""
+    import os
+    import subprocess
+
+    repo.mkdir()
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, env=env)
+    ids = []
+    for i in range(n):
+        (repo / "f").write_text(str(i))
+        when = f"2026-07-{1 + i:02d}T12:00:00Z"
+        subprocess.run(["git", "-C", str(repo), "add", "f"], check=True, env=env)
+        subprocess.run(["git", "-C", str(repo), "commit", "-q", "-m", f"c{i}"], check=True,
+                       env={**env, "GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when})
+        ids.append(subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], check=True, capture_output=True,
+                                  text=True).stdout.strip())
+    return ids
+
+
+def test_repo_orders_a_backfill_by_commit_date(tmp_path, cli):
+    """Screens of the four oldest commits made after those of the four newest (a backfill): by run
+    start the series is out of commit order; ``--repo`` orders it by the commits' dates and finds
+    the step at its commit. A path that is no checkout, or one that lacks a run's commit, is one line."""
+    ids = _git_history(tmp_path / "suite", 8)
+    runs = screens(tmp_path, 8, factor=step_at(5, 1.10), commits=ids, day=lambda i: 20 + i if i < 4 else i)
+    url = f"sqlite:///{tmp_path / 'r.sqlite'}"
+    assert cli("store", "add", *runs, "--db", url).returncode == 0
+    floors = floors_table(tmp_path / "f.json", 0.006)
+    js = json.loads(cli("history", "abs", "--db", url, "--floors", floors, "--json", "--repo",
+                        tmp_path / "suite").stdout)
+    assert [r["suite_commit"] for r in js["runs"]] == ids and js["ordered_by"].startswith("commit date in")
+    (case,) = [c for c in js["cases"] if c["changes"]]
+    (ch,) = case["changes"]
+    assert (ch["before_commit"], ch["after_commit"]) == (ids[4], ids[5]) and ch["direction"] == "slower"
+    by_start = json.loads(cli("history", "abs", "--db", url, "--floors", floors, "--json").stdout)
+    assert [r["suite_commit"] for r in by_start["runs"]] == ids[4:] + ids[:4] and by_start["ordered_by"] == "run start"
+    out = cli("history", "abs", "--db", url, "--floors", floors, "--repo", tmp_path / "suite").stdout
+    assert "ordered by commit date in" in out
+    for repo, says in ((tmp_path, "not a git checkout"), (_git_other(tmp_path / "other"), "does not know the suite commit")):
+        res = cli("history", "abs", "--db", url, "--repo", repo)
+        assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+        assert says in res.stderr
+
+
+def _git_other(repo):
+    _git_history(repo, 1)
+    return repo
+
+
 @pytest.mark.parametrize("args, says", [
     (("nosuch",), "the store holds no runs of nosuch"),
     (("--device", "Other GPU"), "no runs on 'Other GPU'"),

@@ -1,12 +1,22 @@
-"""bench/noise_model.py on the real H200 screens of bench/results/2026-12-02-h200-noise-runs.tgz
-(a draw of 32 random FlagGems ops, 28 measured: the first 13 in two screens of fresh processes and
-three of warm workers on one chip, the other 19 in two of fresh processes, each on a chip of its
-own, and 15 of them in two of warm workers on a fourth): the verdict rule judged out of sample keeps its false calls on reruns within the
-figures of bench/results/2026-12-02-h200-noise-model.md and catches injected slowdowns. A change
-to the rule or the fit that breaks either fails here."""
+"""bench/noise_model.py and the shipped H200 floors table on the real H200 screens of three random
+draws of FlagGems ops (bench/results/2026-12-04-h200-noise-three-draws.md):
+
+- seed 20261208 (``2026-12-02-h200-noise-runs.tgz``): 28 ops measured, the first 13 in two screens
+  of fresh processes and three of warm workers on one chip, the other 19 in two of fresh processes,
+  each on a chip of its own, and 15 of them in two of warm workers on a fourth;
+- seed 20261219: 10 ops on one chip, two screens of fresh processes (``2026-12-03-h200-pad-runs.tgz``)
+  and four of warm workers, telemetry off, on, off, on (``2026-12-03-h200-telemetry-runs.tgz``);
+- seed 20261230 (``2026-12-04-h200-noise-runs.tgz``): 9 ops measured on one chip, three screens of
+  fresh processes, telemetry off, on, off.
+
+Runs are paired within their draw only. The verdict rule judged out of sample keeps its false calls
+on fresh reruns within the issue's 1 % and catches injected slowdowns; warm-worker reruns stay the
+noisier history they were measured to be. A change to the rule or the fit that breaks either fails
+here."""
 
 from __future__ import annotations
 
+import itertools
 import tarfile
 from pathlib import Path
 
@@ -14,47 +24,88 @@ import pytest
 
 from benchload import load_bench
 
-RUNS = Path(__file__).resolve().parent.parent / "bench" / "results" / "2026-12-02-h200-noise-runs.tgz"
+RESULTS = Path(__file__).resolve().parent.parent / "bench" / "results"
+# draw -> [(tarball, member run dir, name here)]
+DRAWS = {
+    "20261208": [("2026-12-02-h200-noise-runs.tgz", m, m)
+                 for m in ("op", "op2", "wk", "wk2", "wk3", "op_b", "op2_b", "wk_b", "wk2_b")],
+    "20261219": [("2026-12-03-h200-pad-runs.tgz", m, m) for m in ("op", "op2")]
+                + [("2026-12-03-h200-telemetry-runs.tgz", m, f"wk_{m}") for m in ("off", "on", "off2", "on2")],
+    "20261230": [("2026-12-04-h200-noise-runs.tgz", m, m) for m in ("off", "op", "off2")],
+}
 
 
 @pytest.fixture(scope="module")
-def screens(tmp_path_factory):
-    d = tmp_path_factory.mktemp("h200")
-    with tarfile.open(RUNS) as tf:
-        tf.extractall(d, filter="data")
-    return [d / m for m in ("op", "op2", "wk", "wk2", "wk3", "op_b", "op2_b", "wk_b", "wk2_b")]
+def draws(tmp_path_factory):
+    """{seed: [run dir, ...]}, each draw's run dirs unpacked under a folder of its own."""
+    root = tmp_path_factory.mktemp("h200")
+    out = {}
+    for seed, runs in DRAWS.items():
+        for tgz in {t for t, _, _ in runs}:
+            d = root / "x" / tgz
+            if not d.exists():
+                with tarfile.open(RESULTS / tgz) as tf:  # without the ops' .pyshim links (absolute)
+                    tf.extractall(d, filter=lambda m, p: None if m.issym() or m.islnk() else tarfile.data_filter(m, p))
+        out[seed] = []
+        (root / seed).mkdir()
+        for tgz, member, name in runs:
+            dst = root / seed / name
+            (root / "x" / tgz / member).rename(dst)
+            out[seed].append(dst)
+    return out
 
 
-def test_out_of_fold_rates_on_real_h200_screens(screens, capsys):
+def _loaded(draws):
+    from opscreen.results.summary import load_or_build
+
+    summaries, groups = [], []
+    for seed, dirs in draws.items():
+        idx = []
+        for d in dirs:
+            s = load_or_build(d)[0]
+            s.name = f"{seed}/{d.name}"
+            idx.append(len(summaries))
+            summaries.append(s)
+        groups.append(idx)
+    return summaries, groups
+
+
+def test_out_of_fold_rates_on_real_h200_screens(draws):
     nm = load_bench("noise_model")
-    from opscreen.results.summary import load_or_build
-
-    res = nm.evaluate([load_or_build(p)[0] for p in screens], folds=2, seed=1)
-    rerun, chip = res["rates"]["rerun"], res["rates"]["chip"]
-    assert rerun["rows"] == 1213 and chip["rows"] == 428  # op_b and op2_b ran on two chips
-    assert rerun["called"] / rerun["rows"] <= 0.03  # measured 2.47 %
-    assert rerun["unresolved"] / rerun["rows"] <= 0.06  # measured 4.04 %
-    # two chips of one model, judged by chip cells fitted on the other fold's ops: 0.23 % (8.4 %
-    # when the rerun cells judged them, before the chip history)
+    summaries, groups = _loaded(draws)
+    res = nm.evaluate(summaries, folds=2, seed=1, draws=groups)
+    assert res["ops"] == 50  # in the runs' op lists; 45 measured (the rest timed out or were cut in every screen)
+    rates, power = res["rates"], res["power"]
+    rerun, worker, chip, cross = (rates[h] for h in ("rerun", "worker", "chip", "cross"))
+    assert rerun["rows"] == 852 and worker["rows"] == 1765 and chip["rows"] == 416
+    # fresh reruns on one chip: 0.82 % called (issue 31's target: <= 1 %)
+    assert rerun["called"] / rerun["rows"] <= 0.01
+    # unresolved 12.6 %: nonzero_numpy's 90 profiler rows, a cell one op backs
+    assert rerun["unresolved"] / rerun["rows"] <= 0.14
+    # warm-worker reruns: 4.99 % called, judged by their own cells; still far from a fresh rerun
+    assert 0.02 <= worker["called"] / worker["rows"] <= 0.06
     assert chip["called"] / chip["rows"] <= 0.01
-    for cell, e in res["power"].items():
-        assert e["rows"] > 600 and e["slower"] / e["rows"] >= 0.95, cell  # measured 99.4 % and 98.7 %
-    # worker against fresh processes: wider bands, more unresolved (why --isolation auto stays op)
-    cross = res["rates"]["cross"]
-    assert cross["unresolved"] / cross["rows"] > 5 * rerun["unresolved"] / rerun["rows"]
+    # worker against fresh processes: the widest cells, the most unresolved (why --isolation auto stays op)
+    assert cross["unresolved"] / cross["rows"] > 3 * rerun["unresolved"] / rerun["rows"]
+    for key in ("rerun <10us x1.10", "rerun >=10us x1.05", "worker <10us x1.10", "worker >=10us x1.05"):
+        e = power[key]
+        assert e["rows"] > 200 and e["slower"] / e["rows"] >= 0.95, key  # measured 99.0-100 %
 
 
-def test_the_shipped_table_is_the_fit_of_these_screens(screens):
+def test_the_shipped_table_is_the_fit_of_these_screens(draws):
     from opscreen.results import noise
-    from opscreen.results.summary import load_or_build
-    import itertools
 
-    s = [load_or_build(p)[0] for p in screens]
-    pairs = [(a, b, noise.history_of(a.caliber.get("isolation"), b.caliber.get("isolation")))
-             for a, b in itertools.combinations(s, 2)]
+    summaries, groups = _loaded(draws)
+    pairs = [(summaries[i], summaries[j],
+              noise.history_of(summaries[i].caliber.get("isolation"), summaries[j].caliber.get("isolation")))
+             for g in groups for i, j in itertools.combinations(g, 2)]
     fitted = noise.fit(pairs, name="x", match=".*", provenance={})
     shipped = noise.find("NVIDIA H200")
+
     def cells(t):
         return [(c.label(), c.rows, c.ops, c.rms, c.rms_torch, c.rms_lib, c.q_speedup, c.q_torch, c.q_lib)
                 for c in t.cells]
+
     assert cells(fitted) == cells(shipped)
+    assert {c.history for c in shipped.cells} == {"rerun", "worker", "chip", "cross"}
+    assert [d["seed"] for d in shipped.provenance["draws"]] == [20261208, 20261219, 20261230]

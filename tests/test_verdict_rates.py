@@ -44,10 +44,13 @@ def test_a_run_against_itself_calls_nothing(vr, tmp_path, capsys):
     for cell, t in rep["rates"].items():
         assert t["called"]["n"] == 0 and t["other"]["n"] == 0, cell
         assert t["same"]["n"] + t["unresolved"]["n"] == t["rows"]
-    # the fixtures name no device, so the speedup is judged alone, and the H200 table's speedup band
-    # (the op-weighted quantile: 6.55 % under 10 us, 5.54 % above, torch's spread in it) is wider than
-    # the 5 % margin: no row can be shown the same, every one is unresolved (never called)
-    assert rep["rates"]["all"]["unresolved"]["n"] == 30 and rep["rates"]["graph"]["rows"] == 30
+    # the fixtures name no device, so the speedup is judged alone, by the H200 table's fresh-rerun
+    # speedup band (3.76 % under 10 us, 3.39 % above: the op-weighted quantile, torch's spread in it),
+    # within the 5 % margin: a row is the same unless its own samples' noise widens its band past the
+    # margin (15 small kernels here), and then unresolved, never called
+    assert rep["rates"]["graph"]["rows"] == 30
+    assert rep["rates"][">=10us"]["same"]["n"] == rep["rates"][">=10us"]["rows"] == 7
+    assert rep["rates"]["all"]["same"]["n"] == 15 and rep["rates"]["all"]["unresolved"]["n"] == 15
     assert rep["rates"]["<10us"]["rows"] + rep["rates"][">=10us"]["rows"] == 30
     assert "power" not in rep and sorted(run.rglob("*")) == before  # nothing written into the run
     assert "called    0 (  0.0 %" in capsys.readouterr().out

@@ -128,9 +128,10 @@ def test_no_table_gets_the_conservative_default_and_says_so():
 def test_the_shipped_h200_table_is_found_by_device_name():
     t = noise.find("NVIDIA H200")
     assert t is not None and t.path.endswith("nvidia-h200.json")
-    assert t.provenance["seed"] == 20261208 and len(t.provenance["ops"]) >= 10
+    assert [d["seed"] for d in t.provenance["draws"]] == [20261208, 20261219, 20261230] and len(t.provenance["ops"]) >= 30
     assert t.provenance["device_name"] == "NVIDIA H200" and t.provenance["triton_version"]
     assert t.cell("rerun", "graph", 0.005) is not None and t.cell("cross", "graph", 0.5) is not None
+    assert t.cell("worker", "graph", 0.005) is not None and t.cell("chip", "graph", 0.5) is not None
     assert noise.find("AMD Instinct MI300X") is None
 
 
@@ -270,12 +271,80 @@ def test_fit_and_compare_keep_two_chips_apart():
     assert d.cell("chip", "graph", 0.005).band() == d.cell("rerun", "graph", 0.005).band()
 
 
+def test_worker_reruns_have_a_history_of_their_own():
+    assert noise.history_of("op", "op") == "rerun" and noise.history_of(None, "op") == "rerun"
+    assert noise.history_of("worker", "worker") == "worker"
+    assert noise.history_of("op", "worker") == noise.history_of("worker", None) == "cross"
+    assert noise.row_history("worker", "gpu-a", "gpu-b") == "worker"  # a worker's own spread is the wider one
+    assert "worker" in noise.HISTORIES and noise.conservative().cell("worker", "graph", 0.005) is not None
+
+
+def _fresh_and_worker(seed=7):
+    """Two fresh-process screens (0.2 % apart per case) and two warm-worker screens (1.5 % apart)
+    of the same 10 ops on one chip, as an H200 reads them."""
+    import random
+
+    rng = random.Random(seed)
+    ops = [f"op{k}" for k in range(10)]
+
+    def run(name, sd, iso):
+        rows = [_row(op=op, shape=f"[{i}]", torch_ms=0.05 * math.exp(rng.gauss(0, sd)),
+                     lib_ms=0.05 * math.exp(rng.gauss(0, sd))) for op in ops for i in range(8)]
+        return _summary(rows, name=name, caliber={**H200, "isolation": iso})
+
+    return run("op", 0.002, "op"), run("op2", 0.002, "op"), run("wk", 0.015, "worker"), run("wk2", 0.015, "worker")
+
+
+def test_fit_and_compare_keep_worker_reruns_apart():
+    """Two warm-worker screens fit worker cells, wider than the fresh reruns' (an H200 read them
+    4-7 times further apart); compare judges a worker pair by them. A floors 1 table, which has
+    no worker cells, judges a worker pair by its cross cells and says so."""
+    op, op2, wk, wk2 = _fresh_and_worker()
+    t = noise.fit([(op, op2, "rerun"), (wk, wk2, "worker"), (op, wk, "cross")], name="fit", match=".*", provenance={})
+    cells = {(c.history, c.lo_ms): c for c in t.cells}
+    assert {h for h, _ in cells} == {"rerun", "worker", "cross"}
+    assert cells["worker", 0.010].band("lib") > 3 * cells["rerun", 0.010].band("lib")
+    c = compare_summaries(wk, wk2, table=t)
+    assert c.history == "worker" and {r.floors for r in c.rows} == {"worker/graph/>=10us"}
+    assert c.counts()["slower"] + c.counts()["faster"] == 0
+    text = format_comparison(c)
+    assert "; history worker\n" in text + "\n"
+    # without worker cells: the cross cells judge, and the floors line says why
+    old = noise.FloorsTable(name="v1", match=".*", cells=[x for x in t.cells if x.history != "worker"])
+    c = compare_summaries(wk, wk2, table=old)
+    assert {r.floors.split("/")[0] for r in c.rows} == {"cross"}
+    assert "this table has no worker cells" in format_comparison(c)
+    # fresh reruns keep their narrow cells: a 3 % library step is called there
+    slow = _summary([_row(**{**dict(zip(COLUMNS, r)), "lib_ms": r[COLUMNS.index("lib_ms")] * 1.03, "speedup": None})
+                     for r in op2.rows], name="slow", caliber=dict(op2.caliber))
+    c = compare_summaries(op, slow, table=t)
+    assert c.counts()["slower"] == len(c.rows)
+
+
+def test_a_floors_1_table_is_read_and_judges_worker_reruns_by_its_cross_cells(tmp_path, capsys):
+    """The H200 table opscreen shipped before the worker history (floors 1, a real file) loads,
+    keeps its cells, and compare on two worker screens falls back to its cross cells."""
+    from opscreen import contracts
+
+    v1 = Path(__file__).parent / "fixtures" / "old_outputs" / "h200-floors-v1.json"
+    raw = json.loads(v1.read_text())
+    assert raw["schema"] == "opscreen.floors/1"
+    t = noise.load(v1)
+    assert [c["history"] for c in raw["cells"]] == [c.history for c in t.cells]
+    assert "worker" not in {c.history for c in t.cells}
+    assert contracts.FLOORS.version == 2
+    _, _, wk, wk2 = _fresh_and_worker()
+    c = compare_summaries(wk, wk2, table=t)
+    assert {r.floors.split("/")[0] for r in c.rows} == {"cross"}
+    assert "this table has no worker cells" in format_comparison(c)
+
+
 def test_floors_files_load_and_bad_ones_are_one_line(tmp_path, capsys):
     t = _table()
     p = noise.write(t, tmp_path / "t.json")
     back = noise.load(p)
     assert [c.to_json() for c in back.cells] == [c.to_json() for c in t.cells]
-    assert json.loads(p.read_text())["schema"] == "opscreen.floors/1"
+    assert json.loads(p.read_text())["schema"] == "opscreen.floors/2"
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     for args in (["--floors", str(bad)], ["--floors", str(tmp_path / "missing.json")], ["--alpha", "0.3"],
@@ -325,6 +394,34 @@ def test_calibrate_from_run_dirs(tmp_path, capsys):
     assert f"floors: NVIDIA H200 ({out})" in capsys.readouterr().out
     # bad input: one line, exit 2, nothing written
     for args in ([runs[0]], [], [runs[0], runs[1], "--backend", "cpu"], [*runs, "--histories", "op"]):
+        assert main(["calibrate", *args, "--out", str(tmp_path / "no.json")]) == 2
+        assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    assert not (tmp_path / "no.json").exists()
+
+
+def test_calibrate_pairs_runs_within_their_draws(tmp_path, capsys):
+    """RUN,RUN,... is one draw: two sessions' screens pool into one table without pairing a run of
+    one with a run of the other (they share ops here, so pairing across would join their rows)."""
+    draws = []
+    for g in range(2):
+        runs = []
+        for k in range(2):
+            d = tmp_path / f"d{g}" / f"r{k}"
+            make_run(d, n_ops=6, seed=5, fail_rate=0, timeout_rate=0, fatal_rate=0,
+                     perturb=lambda op, dt, si, lib, k=k, g=g: lib * (1 + 0.003 * ((hash((op, dt, si, k, g)) % 7) - 3)))
+            runs.append(str(d))
+        draws.append(",".join(runs))
+    out = tmp_path / "floors.json"
+    assert main(["calibrate", *draws, "--seed", "11,12", "--out", str(out)]) == 0
+    capsys.readouterr()
+    t = noise.load(out)
+    assert max(c.pairs for c in t.cells) == 2  # one pair per draw, not the 6 of four runs paired freely
+    assert [(d["seed"], len(d["runs"])) for d in t.provenance["draws"]] == [(11, 2), (12, 2)]
+    assert t.provenance["seed"] is None and len(t.provenance["runs"]) == 4
+    assert main(["compare", draws[0].split(",")[0], draws[0].split(",")[1], "--floors", str(out)]) == 0
+    assert "2 draws, seeds 11,12" in capsys.readouterr().out
+    # bad input: one line, exit 2, nothing written
+    for args in ([draws[0], draws[1].split(",")[0] + ","], [*draws, "--seed", "1,2,3"], [*draws, "--seed", "x"]):
         assert main(["calibrate", *args, "--out", str(tmp_path / "no.json")]) == 2
         assert len(capsys.readouterr().err.strip().splitlines()) == 1
     assert not (tmp_path / "no.json").exists()

@@ -8,25 +8,28 @@
 # in the modes MODES (default "op wk op2", in that order): op and op2 are `--isolation op`
 # (fresh processes; op runs first, on the machine's cold Triton cache), wk is
 # `--isolation worker`; wkpad<K> is a worker holding a seeded random pad below PAD_MB MiB
-# (default 1024) through each op, seed K (OPSCREEN_WORKER_PAD, docs/workers.md). TIMER
+# (default 1024) through each op, seed K (OPSCREEN_WORKER_PAD, docs/workers.md); off<K> is
+# `--isolation op` with the device telemetry off (OPSCREEN_TELEMETRY_MS=0; every other mode
+# samples it at the default interval), for issue 32's fresh-process A/A. TIMER
 # (default: the run's own default) is passed as --timer. Each mode's run dir resumes where an earlier call stopped: on a warm
 # machine from /tmp/noise, on a fresh one from .fg/noise/<mode> (the run dirs of the last
 # call's $OUT/noise.tgz, untarred there). Then `opscreen compare` on the pairs, and
 # bench/worker_ab.py on wk against op (the A/A and speed figures of docs/workers.md);
 # SKIP=K screens only the draw's ops after its first K (Python's random.sample is
 # prefix-stable: N_OPS=32 begins with the 13 ops of N_OPS=13, so a later session can add the
-# rest of a draw an earlier one began). Run from the repo root with .fg/FlagGems and .whl carried. bench/verdict_rates.py and
+# rest of a draw an earlier one began); EXCLUDE=a,b leaves those ops of the draw out (one that
+# times out compiling costs OP_TIMEOUT in every mode). Run from the repo root with .fg/FlagGems and .whl carried. bench/verdict_rates.py and
 # bench/noise_model.py then read the run dirs of noise.tgz (bench/README.md).
 set -u
 cd "$(dirname "$0")/../.."
 source bench/device/_env.sh noise
 seed="${SEED:-20261208}"; n_ops="${N_OPS:-32}"; modes="${MODES:-op wk op2}"
 for m in $modes; do [ -d ".fg/noise/$m" ] && [ ! -d "$W/$m" ] && cp -r ".fg/noise/$m" "$W/$m"; done
-python3 - "$seed" "$n_ops" "${SKIP:-0}" > "$W/sample.txt" <<'PY'
+python3 - "$seed" "$n_ops" "${SKIP:-0}" "${EXCLUDE:-}" > "$W/sample.txt" <<'PY'
 import random, sys, yaml
 inv = yaml.safe_load(open("ops/flaggems-inventory.yaml"))
 draw = random.Random(int(sys.argv[1])).sample(sorted(inv["ops"]), int(sys.argv[2]))
-print("\n".join(draw[int(sys.argv[3]):]))
+print("\n".join(o for o in draw[int(sys.argv[3]):] if o not in sys.argv[4].split(",")))
 PY
 n_ops=$(wc -l < "$W/sample.txt")
 echo "seed $seed: $(tr '\n' ' ' < "$W/sample.txt")"
@@ -35,9 +38,9 @@ for m in $modes; do
   done_n=$(for o in $(cat "$W/sample.txt"); do [ -f "$W/$m/ops/$o/.complete" ] && echo "$o"; done | wc -l)
   [ "$done_n" -ge "$n_ops" ] && { echo "$m: all $n_ops ops done"; continue; }
   [ "$(left)" -gt 40 ] || { echo "$m: not started (time)"; break; }
-  pad=""; case "$m" in wkpad*) iso=worker; pad="${PAD_MB:-1024}:${m#wkpad}" ;; wk*) iso=worker ;; *) iso=op ;; esac
+  pad=""; tel=""; case "$m" in wkpad*) iso=worker; pad="${PAD_MB:-1024}:${m#wkpad}" ;; wk*) iso=worker ;; off*) iso=op; tel=0 ;; *) iso=op ;; esac
   echo "$m start $(date +%H:%M:%S), $done_n done, $(left) s left"
-  OPSCREEN_WORKER_PAD="$pad" timeout -s INT "$(left)" python3 -m opscreen run --backend cuda --devices all --isolation "$iso" ${TIMER:+--timer "$TIMER"} \
+  OPSCREEN_WORKER_PAD="$pad" OPSCREEN_TELEMETRY_MS="${tel:-${OPSCREEN_TELEMETRY_MS:-50}}" timeout -s INT "$(left)" python3 -m opscreen run --backend cuda --devices all --isolation "$iso" ${TIMER:+--timer "$TIMER"} \
       --ops-file "$W/sample.txt" --timeout "${OP_TIMEOUT:-150}" --retries "${RETRIES:-0}" --out "$W/$m" --plain >> "$W/$m.console" 2>&1
   echo "$m rc=$? at $SECONDS s: $(ls "$W/$m"/ops/*/.complete 2>/dev/null | wc -l) ops complete"
 done
@@ -53,7 +56,7 @@ for p in sorted(pathlib.Path(sys.argv[1]).glob("op/ops/*/run_identity.json"))[:4
 else:
     print("autotune record: no op of mode op recorded an autotuned kernel")
 PY
-for pair in "op2 op" "wk op" "wk op2" "wk2 wk"; do
+for pair in "op2 op" "off2 off" "op off" "wk op" "wk op2" "wk2 wk"; do
   set -- $pair; [ -d "$W/$1" ] && [ -d "$W/$2" ] || continue
   echo "== compare $2 $1"; python3 -m opscreen compare "$W/$2" "$W/$1" --out "$W/cmp_$1_vs_$2" 2>&1 | sed -n 1,12p
 done

@@ -8,7 +8,7 @@ child_config         child_config.json      schema     "opscreen.child_config/2"
 result               result.json            schema     "opscreen.result/2"
 run_identity         run_identity.json      schema     "opscreen.identity/1" (kinds op, run)
 summary              summary.json           schema     "opscreen.summary/5"
-floors               floors.json            schema     "opscreen.floors/1" (opscreen calibrate)
+floors               floors.json            schema     "opscreen.floors/2" (opscreen calibrate)
 peaks                peaks.json             schema     "opscreen.peaks/1" (opscreen devices --peaks)
 ===================  =====================  =========  ==========================================
 
@@ -215,6 +215,14 @@ def summary_update_to_5(obj: dict) -> dict:
     return {**obj, "peaks": obj.get("peaks")}
 
 
+def floors_update_to_2(obj: dict) -> dict:
+    """floors 1 -> 2: version 2 adds the ``worker`` history (two warm-worker screens), which
+    version 1 pooled into ``rerun``. A version 1 table keeps its cells as they are: its ``rerun``
+    cells judge fresh reruns as before, and compare judges worker reruns by its ``cross`` cells
+    (it has no ``worker`` ones) and says so."""
+    return dict(obj)
+
+
 def noise_pct(fraction: float | None) -> float | None:
     """A relative standard deviation (a fraction, as the timers record it) as the noise
     every file for analysts gives: percent, rounded to 1e-6 (what the fraction's float
@@ -231,7 +239,8 @@ SUMMARY = Contract("summary", "summary.json", "schema", 5, prefix="opscreen.summ
                    migrations={2: summary_update_to_2, 3: summary_update_to_3, 4: summary_update_to_4,
                                5: summary_update_to_5},
                    legacy_fields=("version",))
-FLOORS = Contract("floors", "floors.json", "schema", 1, prefix="opscreen.floors/")
+FLOORS = Contract("floors", "floors.json", "schema", 2, prefix="opscreen.floors/",
+                  migrations={2: floors_update_to_2})
 #: a device's spec and measured peaks (opscreen devices --peaks; opscreen.backends.peaks)
 PEAKS = Contract("peaks", "peaks.json", "schema", 1, prefix="opscreen.peaks/")
 CONTRACTS = (CHILD_CONFIG, RESULT, RUN_IDENTITY, SUMMARY, FLOORS, PEAKS)

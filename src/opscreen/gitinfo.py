@@ -58,3 +58,29 @@ def suite_revision(root: Path, timeout: float = 10.0, environ: Optional[Mapping[
     if declared:
         return {"commit": declared, "dirty": None, "commit_source": "declared"}
     return {"commit": None, "dirty": None, "commit_source": None}
+
+
+def commit_times(repo: Path, commits: list[str], timeout: float = 30.0) -> dict[str, int]:
+    """The committer time (Unix seconds) of each of ``commits`` (full or abbreviated ids) that the
+    git checkout at ``repo`` knows; the others are left out. One ``git log --no-walk`` for all:
+    ``--ignore-missing`` skips the unknown ones instead of failing on them. A ``repo`` that is no
+    checkout is a one-line UsageError."""
+    repo = Path(repo)
+    probe = run_capture(["git", "-C", str(repo), "rev-parse", "--git-dir"], timeout=timeout)
+    if not probe.ok:
+        raise UsageError(f"--repo {repo}: not a git checkout (give the suite's own clone, whose history holds the "
+                         "runs' suite commits)")
+    wanted = [c for c in commits if c and _SHA.match(c.lower())]
+    if not wanted:
+        return {}
+    out = run_capture(["git", "-C", str(repo), "log", "--no-walk=unsorted", "--ignore-missing", "--format=%H %ct",
+                       *wanted], timeout=timeout)
+    if not out.ok:
+        raise UsageError(f"--repo {repo}: git log failed: {(out.stderr or out.error or '').strip().splitlines()[-1:]}")
+    full = dict(line.split() for line in out.stdout.splitlines() if len(line.split()) == 2)
+    times = {}
+    for c in wanted:
+        hit = [t for h, t in full.items() if h.startswith(c.lower())]
+        if hit:
+            times[c] = int(hit[0])
+    return times

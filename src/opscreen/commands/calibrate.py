@@ -4,7 +4,10 @@ Two ways in:
 
 * ``opscreen calibrate RUN_DIR RUN_DIR ...``: fit a table from screens that already ran
   the same ops with the same settings (two or more, fresh processes and/or warm workers):
-  every pair of them is compared row by row (:func:`opscreen.results.noise.fit`);
+  every pair of them is compared row by row (:func:`opscreen.results.noise.fit`). An
+  argument ``RUN,RUN,...`` is one *draw* (one session's screens of one sample): with
+  several, runs are paired within their draw only, so that a table can pool the screens of
+  several sessions, other ops on other days and chips, without pairing across them;
 * ``opscreen calibrate --backend B [--sample N --seed S]``: draw a seeded random sample of
   the suite's ops (or of ``--inventory``), screen it once per history of ``--histories``
   (default ``op,worker,op,worker``: fresh processes and warm workers, interleaved as asv
@@ -44,16 +47,18 @@ HISTORY_ISOLATION = {"op": "op", "worker": "worker"}
 
 
 def add_arguments(p) -> None:
-    p.add_argument("runs", nargs="*", metavar="RUN_DIR", help="screens of the same ops to fit from (two or more)")
+    p.add_argument("runs", nargs="*", metavar="RUN_DIR",
+                   help="screens of the same ops to fit from (two or more); RUN,RUN,... is one draw, whose runs are "
+                        "paired with each other only (give several draws to pool several sessions' screens)")
     p.add_argument("--backend", help="screen mode: the backend to screen on (as for opscreen run)")
     p.add_argument("--suite", help="screen mode: the suite root (default: as opscreen run)")
     p.add_argument("--python", help="screen mode: the suite's interpreter (default: as opscreen run)")
     p.add_argument("--devices", default=None, help="screen mode: devices (as for opscreen run; default all)")
     p.add_argument("--inventory", help="screen mode: draw from this inventory file instead of the suite's ops")
     p.add_argument("--sample", type=int, default=30, metavar="N", help="screen mode: ops to draw (default 30)")
-    p.add_argument("--seed", type=int, default=None, metavar="S",
-                   help="screen mode: the draw's seed (default: today); with RUN_DIRs: the seed their ops were drawn with, "
-                        "recorded in the table's provenance")
+    p.add_argument("--seed", default=None, metavar="S",
+                   help="screen mode: the draw's seed (default: today); with RUN_DIRs: the seed their ops were drawn with "
+                        "(S,S,...: one per draw), recorded in the table's provenance")
     p.add_argument("--histories", default="op,worker,op,worker",
                    help="screen mode: one screen per entry, op (fresh processes) or worker (default op,worker,op,worker)")
     p.add_argument("--work", metavar="DIR", help="screen mode: where the screens go (default runs/calibrate-SEED); resumable")
@@ -61,6 +66,27 @@ def add_arguments(p) -> None:
     p.add_argument("--name", help="the table's name (default: the device name)")
     p.add_argument("--match", help="a regular expression the device names it is for must match (default: the device name)")
     p.add_argument("--out", metavar="FILE", help="where to write the table (default: the user's floors dir)")
+
+
+def _seeds(text: str | None) -> list[int] | None:
+    """``--seed``: one integer, or one per draw, comma-separated (None: not given)."""
+    if text is None:
+        return None
+    try:
+        return [int(x) for x in str(text).split(",")]
+    except ValueError:
+        raise UsageError(f"--seed {text!r}: give an integer seed, or one per draw, comma-separated") from None
+
+
+def _draws(runs: list[str]) -> list[list[Path]]:
+    """The RUN_DIR arguments as draws: ``A,B,C`` is one draw; without commas all runs are one."""
+    if not any("," in r for r in runs):
+        return [[Path(r) for r in runs]]
+    draws = [[Path(x) for x in r.split(",") if x] for r in runs]
+    short = [",".join(map(str, d)) for d in draws if len(d) < 2]
+    if short:
+        raise UsageError(f"draw {short[0]!r} has one run: a draw needs two or more screens of its ops, comma-separated")
+    return draws
 
 
 def _histories(text: str) -> list[str]:
@@ -72,7 +98,10 @@ def _histories(text: str) -> list[str]:
 
 
 def _draw(args) -> tuple[list[str], int]:
-    seed = args.seed if args.seed is not None else int(time.strftime("%Y%m%d", time.gmtime()))
+    seeds = _seeds(args.seed)
+    if seeds is not None and len(seeds) > 1:
+        raise UsageError(f"--seed {args.seed}: screen mode draws one sample; give one seed")
+    seed = seeds[0] if seeds is not None else int(time.strftime("%Y%m%d", time.gmtime()))
     if args.sample < 2:
         raise UsageError(f"--sample {args.sample}: draw two or more ops")
     if args.inventory:
@@ -126,10 +155,20 @@ def _op_identity(s) -> dict:
     return s.identity or {}
 
 
-def _provenance(summaries, draw: dict | None, seed: int | None = None) -> dict:
+def _provenance(summaries, draw: dict | None, seeds: list[int] | None = None,
+                draws: list[list] | None = None) -> dict:
     ident = _op_identity(summaries[0])
     first_op = next((o for o in summaries[0].ops if o.device_name), None)
-    return {
+    seeds = list(seeds or [])
+    extra = {}
+    if draws and len(draws) > 1:
+        if seeds and len(seeds) != len(draws):
+            raise UsageError(f"--seed: {len(seeds)} seeds for {len(draws)} draws; give one per draw, comma-separated")
+        extra["draws"] = [{"runs": [s.name for s in d], "seed": seeds[k] if seeds else None,
+                           "ops": sorted({o.op for s in d for o in s.ops if o.status == "passed"})}
+                          for k, d in enumerate(draws)]
+        seeds = []
+    return {**{
         "device_name": (summaries[0].caliber or {}).get("device_name") or (first_op.device_name if first_op else None),
         "backend": (summaries[0].caliber or {}).get("backend"),
         "driver_version": ident.get("driver_version"),
@@ -139,10 +178,10 @@ def _provenance(summaries, draw: dict | None, seed: int | None = None) -> dict:
         "timer": (summaries[0].caliber or {}).get("timer"),
         "runs": [{"name": s.name, "isolation": (s.caliber or {}).get("isolation"), "ops": len(s.ops)} for s in summaries],
         "ops": sorted({o.op for s in summaries for o in s.ops if o.status == "passed"}),
-        "seed": (draw or {}).get("seed", seed),
+        "seed": (draw or {}).get("seed", seeds[0] if len(seeds) == 1 else None),
         "made": utcnow(),
         "how": "opscreen calibrate",
-    }
+    }, **extra}
 
 
 def run(args) -> int:
@@ -156,20 +195,27 @@ def run(args) -> int:
         raise UsageError("give RUN_DIRs to fit from, or --backend to screen a sample first, not both")
     if not args.runs and not args.backend:
         raise UsageError("nothing to calibrate from: give two or more RUN_DIRs, or --backend B to screen a sample")
-    if args.runs and len(args.runs) < 2:
+    seeds = _seeds(args.seed)
+    groups = _draws(args.runs) if args.runs else None
+    if groups is not None and sum(len(g) for g in groups) < 2:
         raise UsageError("give two or more RUN_DIRs: the noise between processes needs pairs of screens")
-    dirs = [Path(r) for r in args.runs] if args.runs else None
-    if dirs is None:
+    if groups is None:
         dirs, draw = _screen(args, hist)
-    summaries = [load_or_build(d)[0] for d in dirs]
+        groups = [dirs]
+    loaded = [[load_or_build(d)[0] for d in g] for g in groups]
+    if len(loaded) > 1:  # a draw's "op" is not another draw's "op": name each run by its path
+        for g, ds in zip(loaded, groups):
+            for s, d in zip(g, ds):
+                s.name = str(d).rstrip("/")
+    summaries = [s for g in loaded for s in g]
     for s in summaries[1:]:
         chk = check_caliber(summaries[0].caliber, s.caliber, allow=("isolation",))
         if not chk.ok:
             raise UsageError(f"{s.name} was measured differently from {summaries[0].name}: "
                              + "; ".join(f"{f} {x} vs {y}" for f, x, y in chk.refused))
     pairs = [(a, b, noise.history_of((a.caliber or {}).get("isolation"), (b.caliber or {}).get("isolation")))
-             for a, b in itertools.combinations(summaries, 2)]
-    prov = _provenance(summaries, draw, args.seed)
+             for g in loaded for a, b in itertools.combinations(g, 2)]
+    prov = _provenance(summaries, draw, seeds, loaded)
     device = prov["device_name"] or "unknown device"
     table = noise.fit(pairs, name=args.name or device, match=args.match or _literal(device), provenance=prov)
     if not table.cells:

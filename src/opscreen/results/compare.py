@@ -514,8 +514,8 @@ def _floors_cell(cr: CompareRow, ra: list, rb: list, table, history: str):
     if not lats:
         return None, None
     cell = None
-    if table is not None:  # a table made on one GPU has no chip cells: its rerun cells judge those rows
-        cell = table.cell(history, group, min(lats)) or (table.cell("rerun", group, min(lats)) if history == "chip" else None)
+    if table is not None:  # without chip (worker) cells, its rerun (cross) cells judge those rows
+        cell = table.judging_cell(history, group, min(lats))
     if cell is not None:
         return cell, "floors"
     return _conservative().cell(history, group, min(lats)), "floors-default"
@@ -823,8 +823,16 @@ def _floors_lines(c: Comparison) -> list:
     src = "shipped with opscreen" if shipped else (t.path or "given")
     return [f"floors: {t.name} ({src}): {p.get('device_name')}, driver {p.get('driver_version')}, torch "
             f"{p.get('torch_version')}, triton {p.get('triton_version')}, suite {str(p.get('suite_commit') or '?')[:10]}, "
-            f"{len(p.get('ops') or [])} ops, seed {p.get('seed')}, made {str(p.get('made', '?'))[:10]}; "
+            f"{len(p.get('ops') or [])} ops, {_seeds_text(p)}, made {str(p.get('made', '?'))[:10]}; "
             f"history {_histories(c)}"]
+
+
+def _seeds_text(p: dict) -> str:
+    """A table's draw seeds as its provenance gives them: one seed, or one per draw."""
+    draws = p.get("draws") or []
+    if draws:
+        return f"{len(draws)} draws, seeds " + ",".join(str(d.get("seed")) for d in draws)
+    return f"seed {p.get('seed')}"
 
 
 def _histories(c: Comparison) -> str:
@@ -836,7 +844,11 @@ def _histories(c: Comparison) -> str:
             n[h] = n.get(h, 0) + 1
     if set(n) <= {c.history}:
         return c.history
-    return c.history + " (" + ", ".join(f"{h} cells {k} rows" for h, k in sorted(n.items())) + ")"
+    out = c.history + " (" + ", ".join(f"{h} cells {k} rows" for h, k in sorted(n.items())) + ")"
+    if c.history == "worker" and "worker" not in n and "cross" in n:
+        out += ("; this table has no worker cells (made before they were measured apart): its cross cells, the "
+                "only ones that saw a warm worker's spread, judged the worker rerun")
+    return out
 
 
 def _verdict_lines(c: Comparison) -> list:

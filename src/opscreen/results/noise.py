@@ -6,12 +6,17 @@ state a warm worker's earlier ops left). A *floors table* holds, for one device 
 how far apart two processes read, measured by ``opscreen calibrate`` on a seeded random
 draw of the suite's ops, per *cell*:
 
-* ``history``: ``rerun`` (both runs in the same isolation: two fresh processes, or two
-  warm workers, the op on the same device), ``chip`` (a rerun whose op ran on another
-  device of the model in B: two chips of one model differ on a case by a few percent,
-  stably, which no rerun on one chip shows) or ``cross`` (one run in fresh processes, the
-  other in warm workers, on any device). A table without ``chip`` cells (made on one GPU)
-  judges those rows by its ``rerun`` cells, and compare says that this under-covers them;
+* ``history``: ``rerun`` (both runs in fresh processes, the op on the same device),
+  ``worker`` (both runs in warm workers, on any device: an op's reading in a worker
+  depends on what the worker ran before it, and two worker screens of one draw read
+  4-7 times further apart than two fresh ones on an H200), ``chip`` (a fresh rerun whose
+  op ran on another device of the model in B: two chips of one model differ on a case by
+  a few percent, stably, which no rerun on one chip shows) or ``cross`` (one run in fresh
+  processes, the other in warm workers, on any device). A table without ``chip`` cells
+  (made on one GPU) judges those rows by its ``rerun`` cells, and compare says that this
+  under-covers them; a table without ``worker`` cells (floors 1, whose ``rerun`` cells
+  pooled fresh and worker reruns) judges worker reruns by its ``cross`` cells, the only
+  ones that saw a worker's spread, and compare says so;
 * ``timer``: the row's timer group (:func:`timer_group`: ``graph``, ``profiler``,
   ``direct``, ``wallclock``, or ``mixed`` for rows whose sides or runs used different timers);
 * the row's kernel latency bin: the smaller of its latencies, below or above
@@ -56,14 +61,18 @@ from ..errors import UsageError
 from .summary import COL
 
 __all__ = [
-    "FLOORS", "BIN_EDGES_MS", "DEFAULT_ALPHA", "Cell", "FloorsTable", "t_critical", "timer_group",
+    "FLOORS", "BIN_EDGES_MS", "DEFAULT_ALPHA", "HISTORIES", "FALLBACK", "Cell", "FloorsTable", "t_critical", "timer_group",
     "history_of", "row_history", "device_uuids", "fit", "load", "find", "conservative", "floors_dirs", "write",
 ]
 
 FLOORS = contracts.FLOORS
 BIN_EDGES_MS = (0.010,)  # [0, 10 us), [10 us, inf): the split two H200 sessions' A/A figures showed
 DEFAULT_ALPHA = 0.01  # two-sided, per row: the expected false calls are alpha x rows on a rerun
-HISTORIES = ("rerun", "chip", "cross")
+HISTORIES = ("rerun", "worker", "chip", "cross")
+#: the history whose cells judge a history's rows when a table has none of its own: its rerun
+#: cells for chip rows (made on one GPU), its cross cells for worker rows (floors 1, which pooled
+#: worker reruns into rerun: the cross cells are the only ones that saw a worker's spread)
+FALLBACK = {"chip": "rerun", "worker": "cross"}
 
 # Two-sided critical values of Student's t, t(nu, 1 - alpha/2), for alpha 0.10, 0.05, 0.01,
 # 0.001 (any statistics table, e.g. NIST/SEMATECH e-Handbook 1.3.6.7.2); between the listed
@@ -112,9 +121,13 @@ def timer_group(torch_timer: str | None, lib_timer: str | None) -> str:
 
 
 def history_of(iso_a: str | None, iso_b: str | None) -> str:
-    """A pair of runs' history: ``rerun`` when both used the same isolation (unknown
-    counts as op), else ``cross``. :func:`row_history` refines it per op."""
-    return "rerun" if (iso_a or "op") == (iso_b or "op") else "cross"
+    """A pair of runs' history: ``worker`` when both ran in warm workers, ``rerun`` when
+    both used another same isolation (fresh processes; unknown counts as op), else
+    ``cross``. :func:`row_history` refines a rerun per op."""
+    a, b = iso_a or "op", iso_b or "op"
+    if a != b:
+        return "cross"
+    return "worker" if a == "worker" else "rerun"
 
 
 def device_uuids(summary: Any) -> dict[str, str]:
@@ -125,7 +138,8 @@ def device_uuids(summary: Any) -> dict[str, str]:
 def row_history(history: str, uuid_a: str | None, uuid_b: str | None) -> str:
     """An op's history in a pair of runs: ``chip`` for a ``rerun`` whose op ran on another
     device in B than in A (both runs recorded its UUID: a screen over several GPUs puts an
-    op on another chip in most reruns), else the pair's history."""
+    op on another chip in most reruns), else the pair's history (a ``worker`` pair stays
+    ``worker`` on any device: its own spread is the wider one)."""
     if history == "rerun" and uuid_a and uuid_b and uuid_a != uuid_b:
         return "chip"
     return history
@@ -218,6 +232,14 @@ class FloorsTable:
             if c.history == history and c.timer == timer and c.lo_ms == lo and c.hi_ms == hi:
                 return c
         return None
+
+    def judging_cell(self, history: str, timer: str, latency_ms: float) -> Cell | None:
+        """The cell that judges a row of ``history``: its own, else the :data:`FALLBACK` history's
+        (a table made on one GPU has no chip cells; a floors 1 table has no worker cells)."""
+        cell = self.cell(history, timer, latency_ms)
+        if cell is None and history in FALLBACK:
+            cell = self.cell(FALLBACK[history], timer, latency_ms)
+        return cell
 
     def matches(self, device_name: str | None) -> bool:
         return bool(device_name) and re.fullmatch(self.match, str(device_name)) is not None

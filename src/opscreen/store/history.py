@@ -42,6 +42,7 @@ import statistics
 import sys
 import types
 from dataclasses import asdict, dataclass, field
+from typing import Callable
 
 import sqlalchemy as sa
 
@@ -142,6 +143,8 @@ class History:
     cases: list[CaseHistory]
     table: str  # the floors table's name (or "conservative default")
     other_calibers: list[dict] = field(default_factory=list)  # id, runs, caliber
+    ordered_by: str = "run start"  # how the runs are ordered: their start, or their commits' dates (--repo)
+    floors_history: str = "rerun"  # the floors history two runs of the caliber have (worker for warm workers)
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -183,12 +186,22 @@ def _pick_caliber(cals: list[dict], want: int | None, op: str | None, device: st
                      + ", ".join(f"{c['id']} ({c['runs']} runs)" for c in cals))
 
 
-def _series(conn, cal_id: int, op: str | None, device: str | None, metric: str) -> tuple[list[dict], list[CaseHistory]]:
+def _series(conn, cal_id: int, op: str | None, device: str | None, metric: str,
+            order: "Callable[[list[str]], dict[str, float]] | None" = None) -> tuple[list[dict], list[CaseHistory]]:
     rq = sa.select(runs.c.id, runs.c.name, runs.c.started_at, runs.c.suite_commit, runs.c.device_name) \
         .where(runs.c.caliber_id == cal_id).order_by(runs.c.started_at, runs.c.id)
     if device is not None:
         rq = rq.where(runs.c.device_name == device)
     run_list = [dict(r._mapping) for r in conn.execute(rq)]
+    if order is not None:  # by the suite commits' keys (a backfill of older commits sorts before later screens)
+        keys = order(sorted({r["suite_commit"] for r in run_list if r["suite_commit"]}))
+        missing = [r for r in run_list if keys.get(r["suite_commit"]) is None]
+        if missing:
+            r = missing[0]
+            raise UsageError(f"--repo does not know the suite commit {_short(r['suite_commit'])} of run {r['name']!r}"
+                             f" ({len(missing)} of {len(run_list)} runs): give the suite's own checkout with that commit"
+                             ", or leave --repo out to order the runs by their start")
+        run_list.sort(key=lambda r: (keys[r["suite_commit"]], r["started_at"] or "", r["id"]))
     index = {r["id"]: i for i, r in enumerate(run_list)}
     # the rows unpacked as tuples: a Row's attributes, 14 per row, cost five times the query
     cols = [rows.c.run_id, rows.c.op, rows.c.variant, rows.c.dtype, rows.c.shape, rows.c.test, rows.c.status,
@@ -226,18 +239,19 @@ def _noise_pct(lib: float | None, torch: float | None) -> float | None:
 
 
 def case_band(case: CaseHistory, table: "_noise.FloorsTable | None", metric: str, k: float,
-              min_change: float) -> tuple[float, str, str | None]:
-    """The case's band (a fraction of ln), what set it, and its floors cell's label."""
+              min_change: float, history: str = "rerun") -> tuple[float, str, str | None]:
+    """The case's band (a fraction of ln), what set it, and its floors cell's label. ``history``:
+    the floors history of two runs of the series' caliber (``worker`` for warm-worker screens)."""
     timing = case.timing
     groups = {_noise.timer_group(tt, lt) for tt, lt in {(tt, lt) for _, _, tt, lt in timing if tt or lt}}
     group = groups.pop() if len(groups) == 1 else "mixed"
     lats = [x for t, l, _, _ in timing for x in (t, l) if isinstance(x, (int, float)) and x > 0]
     cands: list[tuple[float, str, str | None]] = [(min_change, "min-change", None)]
     if lats:
-        cell = table.cell("rerun", group, min(lats)) if table is not None else None
+        cell = table.judging_cell(history, group, min(lats)) if table is not None else None
         basis = "floors"
         if cell is None:
-            cell, basis = _noise.conservative().cell("rerun", group, min(lats)), "floors-default"
+            cell, basis = _noise.conservative().cell(history, group, min(lats)), "floors-default"
         if cell is not None:
             cands.append((cell.band(METRICS[metric][1]), basis, cell.label()))
     noises = [p.noise_pct for p in case.points if p.noise_pct is not None and p.value is not None]
@@ -374,24 +388,30 @@ def _flips(moves: list[int]) -> int:
 
 def load_history(store: Store, op: str | None, device: str | None, *, caliber: int | None = None,
                  metric: str = "speedup", k: float = DEFAULT_K, min_change: float = DEFAULT_MIN_CHANGE,
-                 min_size: int = DEFAULT_MIN_SIZE, table: "_noise.FloorsTable | None | bool" = True) -> History:
-    """The history of ``op`` (every op: None) on ``device`` (the store's latest: None), one caliber."""
+                 min_size: int = DEFAULT_MIN_SIZE, table: "_noise.FloorsTable | None | bool" = True,
+                 order: "Callable[[list[str]], dict[str, float]] | None" = None, ordered_by: str = "run start") -> History:
+    """The history of ``op`` (every op: None) on ``device`` (the store's latest: None), one caliber.
+    ``order`` maps the runs' suite commits to sort keys (their commit dates: ``history --repo``);
+    without it the runs are ordered by their start."""
     with store.read() as conn:
         cals = _calibers(conn, op, device)
         chosen = _pick_caliber(cals, caliber, op, device)
-        run_list, cases = _series(conn, chosen["id"], op, device, metric)
+        run_list, cases = _series(conn, chosen["id"], op, device, metric, order)
     dev = device or chosen["caliber"].get("device_name")
     if table is True:
         table = _noise.find(dev)
     table = table or None
+    iso = chosen["caliber"].get("isolation")
+    hist = _noise.history_of(iso, iso)
     for case in cases:
-        case.band, case.basis, case.cell = case_band(case, table, metric, k, min_change)
+        case.band, case.basis, case.cell = case_band(case, table, metric, k, min_change, hist)
         case.moves = _moves(case, case.band, metric)
         case.flips = _flips(case.moves)
         case.changes = detect(case, run_list, metric, case.band, case.basis, case.cell, min_size)
     return History(caliber_id=chosen["id"], caliber=chosen["caliber"], device=dev, metric=metric, runs=run_list,
                    cases=cases, table=table.name if table is not None else "conservative default",
-                   other_calibers=[c for c in cals if c["id"] != chosen["id"]])
+                   other_calibers=[c for c in cals if c["id"] != chosen["id"]], ordered_by=ordered_by,
+                   floors_history=hist)
 
 
 # ---------------------------------------------------------------- text output
@@ -425,8 +445,9 @@ def _head(h: History, op: str | None) -> list[str]:
     span = f", {h.runs[0]['started_at']} .. {h.runs[-1]['started_at']}" if h.runs else ""
     metric = "speedup (torch / library: higher is faster)" if h.metric == "speedup" else "lib_ms (lower is faster)"
     L = [f"history of {op or 'every op'} on {h.device or '?'}: {len(h.runs)} runs of caliber {h.caliber_id} "
-         f"({parts}){span}",
-         f"metric {metric}; bands: floors table {h.table!r}, history rerun (a step within a case's band is no change)"]
+         f"({parts}){span}, ordered by {h.ordered_by}",
+         f"metric {metric}; bands: floors table {h.table!r}, history {h.floors_history} (a step within a case's "
+         "band is no change)"]
     if h.other_calibers:
         L.append("other calibers in the store: " + ", ".join(f"{c['id']} ({c['runs']} runs)" for c in h.other_calibers)
                  + "; pick one with --caliber ID")
