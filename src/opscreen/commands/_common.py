@@ -64,6 +64,29 @@ def add_noise_k_argument(p: argparse.ArgumentParser) -> None:
                         f"(default {NOISE_K:g})")
 
 
+def add_repo_argument(p: argparse.ArgumentParser) -> None:
+    """``--repo PATH``: order a history's runs by their suite commits' dates (history, publish)."""
+    p.add_argument("--repo", metavar="PATH",
+                   help="order the runs by their suite commits' dates in this git checkout of the suite (asv's order), "
+                        "not by when they ran: for screens of older commits made later (a backfill, a bisection)")
+
+
+def commit_order(repo: str | None):
+    """``(order, ordered_by)`` for :func:`opscreen.store.history.load_history` from ``--repo``:
+    the runs by their start without one; a path that is no checkout is one line, at once."""
+    if repo is None:
+        return None, "run start"
+    from pathlib import Path
+
+    from ..errors import check_given
+    from ..gitinfo import commit_times
+
+    check_given(repo, "--repo", "give the path of the suite's git checkout")
+    path = Path(repo)
+    commit_times(path, [])  # no checkout: one line, before the store is opened
+    return (lambda commits: commit_times(path, commits)), f"commit date in {repo}"
+
+
 def add_max_band_argument(p: argparse.ArgumentParser) -> None:
     """``--max-band PCT``: rows whose band is wider are "unresolved" (compare, summary)."""
     p.add_argument("--max-band", default=f"{DEFAULT_MAX_BAND * 100:g}", metavar="PCT",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._common import add_noise_k_argument, percent
+from ._common import add_noise_k_argument, add_repo_argument, commit_order, percent
 from .store import add_db_argument
 
 NAME = "history"
@@ -33,9 +33,7 @@ def add_arguments(p) -> None:
     p.add_argument("--floors", metavar="FILE", help="the floors table (default: the one found for the device, else "
                                                     "the conservative default)")
     add_noise_k_argument(p)
-    p.add_argument("--repo", metavar="PATH",
-                   help="order the runs by their suite commits' dates in this git checkout of the suite (asv's order), "
-                        "not by when they ran: for screens of older commits made later (a backfill, a bisection)")
+    add_repo_argument(p)
     p.add_argument("--all", action="store_true", help="show every case's series, not only those that changed")
     p.add_argument("--json", action="store_true", help="print the history as JSON")
     add_db_argument(p)
@@ -55,16 +53,7 @@ def run(args) -> int:
         raise UsageError(f"--min-size {args.min_size}: give a number of runs, 1 or more")
     min_change = percent(args.min_change) / 100.0
     table = noise.load(args.floors) if args.floors else True
-    order, ordered_by = None, "run start"
-    if args.repo is not None:
-        from pathlib import Path
-
-        from ..gitinfo import commit_times
-
-        check_given(args.repo, "--repo", "give the path of the suite's git checkout")
-        repo = Path(args.repo)
-        commit_times(repo, [])  # a path that is no checkout: one line, before the store is opened
-        order, ordered_by = (lambda commits: commit_times(repo, commits)), f"commit date in {args.repo}"
+    order, ordered_by = commit_order(args.repo)
     store = open_store(args.db, create=False)
     try:
         h = load_history(store, args.op, args.device, caliber=args.caliber, metric=args.metric, k=args.noise_k,

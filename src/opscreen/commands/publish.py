@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._common import add_noise_k_argument, percent
+from ._common import add_noise_k_argument, add_repo_argument, commit_order, percent
 from .store import add_db_argument
 
 NAME = "publish"
@@ -25,6 +25,7 @@ def add_arguments(p) -> None:
                    help="the speedup over torch (default) or the library's latency")
     p.add_argument("--min-change", default="1", metavar="PCT", help="never call a step below PCT a change (default 1)")
     p.add_argument("--floors", metavar="FILE", help="the floors table (default: the one found for the device)")
+    add_repo_argument(p)
     add_noise_k_argument(p)
     add_db_argument(p)
 
@@ -43,10 +44,11 @@ def run(args) -> int:
     check_out(out)  # before the store is read
     min_change = percent(args.min_change) / 100.0
     table = noise.load(args.floors) if args.floors else True
+    order, ordered_by = commit_order(args.repo)
     store = open_store(args.db, create=False)
     try:
         h = load_history(store, None, args.device, caliber=args.caliber, metric=args.metric, k=args.noise_k,
-                         min_change=min_change, table=table)
+                         min_change=min_change, table=table, order=order, ordered_by=ordered_by)
     finally:
         store.close()
     n = publish(h, out)
