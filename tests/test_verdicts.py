@@ -421,7 +421,8 @@ def test_calibrate_pairs_runs_within_their_draws(tmp_path, capsys):
     assert main(["compare", draws[0].split(",")[0], draws[0].split(",")[1], "--floors", str(out)]) == 0
     assert "2 draws, seeds 11,12" in capsys.readouterr().out
     # bad input: one line, exit 2, nothing written
-    for args in ([draws[0], draws[1].split(",")[0] + ","], [*draws, "--seed", "1,2,3"], [*draws, "--seed", "x"]):
+    for args in ([draws[0], draws[1].split(",")[0] + ","], [*draws, "--seed", "1,2,3"], [*draws, "--seed", "x"],
+                 [draws[0], "--seed", "1,2"], [*draws, "--seed", "7"]):
         assert main(["calibrate", *args, "--out", str(tmp_path / "no.json")]) == 2
         assert len(capsys.readouterr().err.strip().splitlines()) == 1
     assert not (tmp_path / "no.json").exists()

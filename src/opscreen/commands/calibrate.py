@@ -162,8 +162,6 @@ def _provenance(summaries, draw: dict | None, seeds: list[int] | None = None,
     seeds = list(seeds or [])
     extra = {}
     if draws and len(draws) > 1:
-        if seeds and len(seeds) != len(draws):
-            raise UsageError(f"--seed: {len(seeds)} seeds for {len(draws)} draws; give one per draw, comma-separated")
         extra["draws"] = [{"runs": [s.name for s in d], "seed": seeds[k] if seeds else None,
                            "ops": sorted({o.op for s in d for o in s.ops if o.status == "passed"})}
                           for k, d in enumerate(draws)]
@@ -199,6 +197,9 @@ def run(args) -> int:
     groups = _draws(args.runs) if args.runs else None
     if groups is not None and sum(len(g) for g in groups) < 2:
         raise UsageError("give two or more RUN_DIRs: the noise between processes needs pairs of screens")
+    if groups is not None and seeds is not None and len(seeds) != len(groups):
+        raise UsageError(f"--seed {args.seed}: {len(seeds)} seed{'s' if len(seeds) != 1 else ''} for {len(groups)} "
+                         f"draw{'s' if len(groups) != 1 else ''}; give one per draw, comma-separated")
     if groups is None:
         dirs, draw = _screen(args, hist)
         groups = [dirs]
