@@ -198,9 +198,10 @@ def _series(conn, cal_id: int, op: str | None, device: str | None, metric: str,
         missing = [r for r in run_list if keys.get(r["suite_commit"]) is None]
         if missing:
             r = missing[0]
-            raise UsageError(f"--repo does not know the suite commit {_short(r['suite_commit'])} of run {r['name']!r}"
-                             f" ({len(missing)} of {len(run_list)} runs): give the suite's own checkout with that commit"
-                             ", or leave --repo out to order the runs by their start")
+            what = (f"does not know the suite commit {_short(r['suite_commit'])} of run {r['name']!r}" if r["suite_commit"]
+                    else f"cannot place run {r['name']!r}, which recorded no suite commit")
+            raise UsageError(f"--repo {what} ({len(missing)} of {len(run_list)} runs): give the suite's own checkout "
+                             "with those commits, or leave --repo out to order the runs by their start")
         run_list.sort(key=lambda r: (keys[r["suite_commit"]], r["started_at"] or "", r["id"]))
     index = {r["id"]: i for i, r in enumerate(run_list)}
     # the rows unpacked as tuples: a Row's attributes, 14 per row, cost five times the query
