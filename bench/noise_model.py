@@ -38,6 +38,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
+from opscreen.commands.calibrate import draw_groups  # noqa: E402
+from opscreen.errors import UsageError  # noqa: E402
 from opscreen.results import noise  # noqa: E402
 from opscreen.results.compare import SMALL_KERNEL_MS, Verdict, compare_summaries  # noqa: E402
 from opscreen.results.summary import COL, load_or_build  # noqa: E402
@@ -127,7 +129,10 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", help="write the figures here")
     a = ap.parse_args(argv)
-    groups = [g.split(",") for g in a.runs] if any("," in r for r in a.runs) else [a.runs]
+    try:  # RUN,RUN,... is one draw, as for opscreen calibrate
+        groups = [[str(p) for p in g] for g in draw_groups(a.runs)]
+    except UsageError as exc:
+        ap.error(str(exc))
     paths = [r for g in groups for r in g]
     if len(paths) < 2:
         ap.error("give two or more run dirs")
@@ -135,7 +140,7 @@ def main(argv=None) -> int:
     for r in paths:
         s = load_or_build(r)[0]
         if len(groups) > 1:
-            s.name = r.rstrip("/")  # a draw's "op" is not another draw's "op"
+            s.name = r  # a draw's "op" is not another draw's "op"
         summaries.append(s)
     starts = [sum(len(g) for g in groups[:k]) for k in range(len(groups))]
     draws = [list(range(st, st + len(g))) for st, g in zip(starts, groups)]

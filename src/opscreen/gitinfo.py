@@ -60,16 +60,21 @@ def suite_revision(root: Path, timeout: float = 10.0, environ: Optional[Mapping[
     return {"commit": None, "dirty": None, "commit_source": None}
 
 
+def require_checkout(repo: Path, timeout: float = 30.0) -> Path:
+    """``repo`` when it is a git checkout, else a one-line UsageError (``--repo``)."""
+    repo = Path(repo)
+    if not run_capture(["git", "-C", str(repo), "rev-parse", "--git-dir"], timeout=timeout).ok:
+        raise UsageError(f"--repo {repo}: not a git checkout (give the suite's own clone, whose history holds the "
+                         "runs' suite commits)")
+    return repo
+
+
 def commit_times(repo: Path, commits: list[str], timeout: float = 30.0) -> dict[str, int]:
     """The committer time (Unix seconds) of each of ``commits`` (full or abbreviated ids) that the
     git checkout at ``repo`` knows; the others are left out. One ``git log --no-walk`` for all:
     ``--ignore-missing`` skips the unknown ones instead of failing on them. A ``repo`` that is no
     checkout is a one-line UsageError."""
-    repo = Path(repo)
-    probe = run_capture(["git", "-C", str(repo), "rev-parse", "--git-dir"], timeout=timeout)
-    if not probe.ok:
-        raise UsageError(f"--repo {repo}: not a git checkout (give the suite's own clone, whose history holds the "
-                         "runs' suite commits)")
+    repo = require_checkout(repo, timeout)
     wanted = [c for c in commits if c and _SHA.match(c.lower())]
     if not wanted:
         return {}

@@ -79,11 +79,10 @@ def commit_order(repo: str | None):
     from pathlib import Path
 
     from ..errors import check_given
-    from ..gitinfo import commit_times
+    from ..gitinfo import commit_times, require_checkout
 
     check_given(repo, "--repo", "give the path of the suite's git checkout")
-    path = Path(repo)
-    commit_times(path, [])  # no checkout: one line, before the store is opened
+    path = require_checkout(Path(repo))  # before the store is opened
     return (lambda commits: commit_times(path, commits)), f"commit date in {repo}"
 
 

@@ -78,7 +78,7 @@ def _seeds(text: str | None) -> list[int] | None:
         raise UsageError(f"--seed {text!r}: give an integer seed, or one per draw, comma-separated") from None
 
 
-def _draws(runs: list[str]) -> list[list[Path]]:
+def draw_groups(runs: list[str]) -> list[list[Path]]:
     """The RUN_DIR arguments as draws: ``A,B,C`` is one draw; without commas all runs are one."""
     if not any("," in r for r in runs):
         return [[Path(r) for r in runs]]
@@ -159,13 +159,10 @@ def _provenance(summaries, draw: dict | None, seeds: list[int] | None = None,
                 draws: list[list] | None = None) -> dict:
     ident = _op_identity(summaries[0])
     first_op = next((o for o in summaries[0].ops if o.device_name), None)
-    seeds = list(seeds or [])
-    extra = {}
-    if draws and len(draws) > 1:
-        extra["draws"] = [{"runs": [s.name for s in d], "seed": seeds[k] if seeds else None,
-                           "ops": sorted({o.op for s in d for o in s.ops if o.status == "passed"})}
-                          for k, d in enumerate(draws)]
-        seeds = []
+    several = bool(draws) and len(draws) > 1  # run() checked: one seed per draw, when seeds are given
+    extra = {"draws": [{"runs": [s.name for s in d], "seed": seeds[k] if seeds else None,
+                        "ops": sorted({o.op for s in d for o in s.ops if o.status == "passed"})}
+                       for k, d in enumerate(draws)]} if several else {}
     return {**{
         "device_name": (summaries[0].caliber or {}).get("device_name") or (first_op.device_name if first_op else None),
         "backend": (summaries[0].caliber or {}).get("backend"),
@@ -176,7 +173,7 @@ def _provenance(summaries, draw: dict | None, seeds: list[int] | None = None,
         "timer": (summaries[0].caliber or {}).get("timer"),
         "runs": [{"name": s.name, "isolation": (s.caliber or {}).get("isolation"), "ops": len(s.ops)} for s in summaries],
         "ops": sorted({o.op for s in summaries for o in s.ops if o.status == "passed"}),
-        "seed": (draw or {}).get("seed", seeds[0] if len(seeds) == 1 else None),
+        "seed": draw["seed"] if draw else (seeds[0] if seeds and not several else None),
         "made": utcnow(),
         "how": "opscreen calibrate",
     }, **extra}
@@ -194,7 +191,7 @@ def run(args) -> int:
     if not args.runs and not args.backend:
         raise UsageError("nothing to calibrate from: give two or more RUN_DIRs, or --backend B to screen a sample")
     seeds = _seeds(args.seed)
-    groups = _draws(args.runs) if args.runs else None
+    groups = draw_groups(args.runs) if args.runs else None
     if groups is not None and sum(len(g) for g in groups) < 2:
         raise UsageError("give two or more RUN_DIRs: the noise between processes needs pairs of screens")
     if groups is not None and seeds is not None and len(seeds) != len(groups):

@@ -443,7 +443,8 @@ def _head(h: History, op: str | None) -> list[str]:
     cal = h.caliber
     parts = ", ".join(f"{k} {cal[k]}" for k in ("timer", "level", "shape_mode", "isolation", "use_flagtune")
                       if cal.get(k) not in (None, ""))
-    span = f", {h.runs[0]['started_at']} .. {h.runs[-1]['started_at']}" if h.runs else ""
+    starts = sorted(r["started_at"] for r in h.runs if r["started_at"])
+    span = f", {starts[0]} .. {starts[-1]}" if starts else ""
     metric = "speedup (torch / library: higher is faster)" if h.metric == "speedup" else "lib_ms (lower is faster)"
     L = [f"history of {op or 'every op'} on {h.device or '?'}: {len(h.runs)} runs of caliber {h.caliber_id} "
          f"({parts}){span}, ordered by {h.ordered_by}",
