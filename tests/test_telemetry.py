@@ -382,6 +382,26 @@ def test_nvml_that_fails_to_initialise_leaves_the_op_unknown_with_why(faults, nv
     _stopped(broken, 0)
 
 
+@pytest.mark.parametrize("written", [True, False])
+def test_a_child_gone_before_the_first_look_still_has_its_device(nvml_on_cpu, tmp_path, written):
+    """The race CI hit: the child wrote its identity and exited before the thread's first poll.
+    The stop comes first here by construction; the thread reads the identity once more."""
+    ident = tmp_path / "run_identity.json"
+    if written:
+        ident.write_text(json.dumps({"device_uuid": UUID}), encoding="utf-8")
+    s = telemetry.Sampler("cpu", 0, ident, 10.0)
+    s._stop.set()
+    s.start()
+    s.stop()
+    assert not s.alive() and s.samples == []
+    rec = s.record(None)
+    if written:
+        assert s.state["uuid"] == UUID and rec["source"] == "nvml" and rec["samples"] == 0
+    else:
+        assert s.state is None and rec == {"source": "unknown",
+                                           "why": "the child never wrote its identity, so its device was never known"}
+
+
 def test_the_off_switch_reads_the_state_and_samples_nothing(faults, nvml_on_cpu, monkeypatch):
     monkeypatch.setenv("OPSCREEN_TELEMETRY_MS", "0")
     _, res, ident = _run(faults, "ok_b")

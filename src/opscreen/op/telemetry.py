@@ -143,10 +143,13 @@ class Sampler:
         return True, uuid if isinstance(uuid, str) and uuid else None
 
     def _open(self) -> bool:
-        """Wait for the child's identity, then open the device's monitor; False when stopped first or none."""
+        """Wait for the child's identity, then open the device's monitor; False when none. A stop
+        still reads the identity once more: a child that wrote it and exited before this thread's
+        first look (a fast op on a loaded host) has a device all the same."""
         deadline = time.monotonic() + IDENTITY_WAIT_S
         poll = min(max(self.interval_s, 0.02), 0.2)
-        while not self._stop.is_set():
+        while True:
+            stopped = self._stop.is_set()
             written, uuid = self._device_uuid()
             if written:
                 try:
@@ -156,7 +159,7 @@ class Sampler:
                     return False
                 self.state = {**self.monitor.state(), "at": time.time()}
                 return True
-            if time.monotonic() > deadline:
+            if stopped or time.monotonic() > deadline:
                 break
             self._stop.wait(poll)
         self.why = "the child never wrote its identity, so its device was never known"
