@@ -109,3 +109,63 @@ def test_the_shipped_table_is_the_fit_of_these_screens(draws):
     assert cells(fitted) == cells(shipped)
     assert {c.history for c in shipped.cells} == {"rerun", "worker", "chip", "cross"}
     assert [d["seed"] for d in shipped.provenance["draws"]] == [20261208, 20261219, 20261230]
+
+
+def test_calibrate_tops_a_draw_up_to_every_timer_of_a_real_screen(draws, tmp_path):
+    """``calibrate --timers-from``: the seeded draw first (the same ops as without it), then, from
+    the same generator, ops of each timer the screen used until each is backed by
+    ``--min-per-timer`` (or by all it has). On seed 20261230's screen `nonzero_numpy` is the only
+    op the profiler timed: a plain draw of 4 from 30 ops leaves it out, the top-up takes it."""
+    import argparse
+    import random
+
+    from opscreen.commands import calibrate
+    from opscreen.results import noise
+    from opscreen.results.summary import load_or_build
+
+    screen = next(d for d in draws["20261230"] if d.name == "off")
+    by = noise.ops_by_timer(load_or_build(screen)[0])
+    assert by["profiler"] == {"nonzero_numpy"} and len(by["graph"]) == 7
+    others = [f"unscreened_{i:02d}" for i in range(21)]  # in the suite, never screened: no timer known
+    ops = sorted({o for v in by.values() for o in v} | {"linalg_svd"} | set(others))
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("schema: opscreen.inventory/1\nops:\n" + "".join(f"  {o}: {{}}\n" for o in ops))
+
+    def args(**kw):
+        base = dict(seed="5", sample=4, inventory=str(inv), suite=None, python=None, timers_from=str(screen),
+                    min_per_timer=3)
+        return argparse.Namespace(**{**base, **kw})
+
+    plain = random.Random(5).sample(ops, 4)
+    assert "nonzero_numpy" not in plain
+    drawn, seed, topped = calibrate._draw(args())
+    assert seed == 5 and drawn[:4] == plain and len(set(drawn)) == len(drawn)
+    assert topped["profiler"] == ["nonzero_numpy"]  # all the profiler has
+    for group, members in by.items():
+        assert sum(o in members for o in drawn) >= min(3, len(members)), group
+    assert all(o in by[g] for g, extra in topped.items() for o in extra)
+    assert calibrate._draw(args()) == (drawn, seed, topped)  # the same seed, the same draw
+    assert calibrate._draw(args(timers_from=None)) == (plain, 5, {})
+    for bad in (dict(min_per_timer=0), dict(timers_from=str(tmp_path / "nowhere"))):
+        with pytest.raises(calibrate.UsageError):
+            calibrate._draw(args(**bad))
+
+
+def test_compare_names_the_thin_cells_behind_its_unresolved_rows(draws):
+    """A rerun of seed 20261230 judged by the shipped table: every unresolved row is
+    `nonzero_numpy`'s, in profiler cells that one op backs, and compare says so and what helps."""
+    from opscreen.results.compare import THIN_OPS, compare_summaries, format_comparison, thin_cells
+    from opscreen.results.summary import load_or_build
+
+    runs = {d.name: load_or_build(d)[0] for d in draws["20261230"]}
+    c = compare_summaries(runs["off"], runs["off2"])
+    un = c.unresolved()
+    assert un and {r.op for r in un} == {"nonzero_numpy"}
+    thin = thin_cells(c, un)
+    assert set(thin) == {"rerun/profiler/>=10us", "rerun/profiler/<10us"} and sum(n for _, n in thin.values()) == len(un)
+    assert all(ops < THIN_OPS for ops, _ in thin.values())
+    text = format_comparison(c)
+    assert f"{len(un)} of them in floors cells fewer than {THIN_OPS} ops back (rerun/profiler/" in text
+    assert "opscreen calibrate --timers-from RUN_DIR" in text
+    # a row in a well-backed cell is never named thin
+    assert thin_cells(c, [r for r in c.rows if r.floors and "graph" in r.floors]) == {}

@@ -15,7 +15,11 @@ Two ways in:
   run dir), then fit. The second fresh-process screen runs with ``--placement-shift 1``:
   on a machine with two or more devices every op then runs on another chip than in the
   first, and the pair gives the table's ``chip`` cells (the worker screens keep the
-  hashed devices and give its one-chip ``rerun`` cells).
+  hashed devices and give its one-chip ``rerun`` cells). ``--timers-from RUN_DIR`` tops the
+  draw up from the same generator so that each timer that screen used is backed by
+  ``--min-per-timer`` ops: a stratified draw where it matters, since a timer few ops use (the
+  profiler, for ops the graph cannot capture: 2 of 45 random H200 ops) otherwise lands in
+  cells that one op backs.
 
 The table is written to ``--out`` (default: the user's floors dir, named after the device,
 where ``opscreen compare`` finds it by device name) and printed.
@@ -56,6 +60,12 @@ def add_arguments(p) -> None:
     p.add_argument("--devices", default=None, help="screen mode: devices (as for opscreen run; default all)")
     p.add_argument("--inventory", help="screen mode: draw from this inventory file instead of the suite's ops")
     p.add_argument("--sample", type=int, default=30, metavar="N", help="screen mode: ops to draw (default 30)")
+    p.add_argument("--timers-from", metavar="RUN_DIR",
+                   help="screen mode: a screen of the suite (your last full screen) whose timers top the draw up, so "
+                        "that each timer it used is backed by --min-per-timer ops (a rare timer, such as ops the graph "
+                        "cannot capture, otherwise lands in cells one op backs)")
+    p.add_argument("--min-per-timer", type=int, default=5, metavar="M",
+                   help="with --timers-from: ops per timer the draw is topped up to (default 5)")
     p.add_argument("--seed", default=None, metavar="S",
                    help="screen mode: the draw's seed (default: today); with RUN_DIRs: the seed their ops were drawn with "
                         "(S,S,...: one per draw), recorded in the table's provenance")
@@ -97,13 +107,34 @@ def _histories(text: str) -> list[str]:
     return hs
 
 
-def _draw(args) -> tuple[list[str], int]:
+def _timers_of(path: str) -> dict[str, set[str]]:
+    """``--timers-from``: timer group -> the ops the screen measured with it."""
+    from ..results import noise
+    from ..results.summary import load_or_build
+
+    p = Path(path)
+    if not (p / "ops_status.csv").is_file() and not (p / "summary.json").is_file() and p.suffix != ".json":
+        raise UsageError(f"--timers-from {path}: not a run dir (no ops_status.csv or summary.json there)")
+    by = noise.ops_by_timer(load_or_build(p)[0])
+    if not by:
+        raise UsageError(f"--timers-from {path}: the screen has no measured rows to read timers from")
+    return by
+
+
+def _draw(args) -> tuple[list[str], int, dict]:
+    """The seeded sample (``--sample`` ops of the suite or inventory), topped up from the same
+    generator so that each timer of ``--timers-from`` is backed by ``--min-per-timer`` ops
+    (stratified where it matters: a timer that few ops of the suite use would otherwise fall in
+    floors cells one op backs, whose bands pay t(0) for it); the seed; what the top-up added."""
     seeds = _seeds(args.seed)
     if seeds is not None and len(seeds) > 1:
         raise UsageError(f"--seed {args.seed}: screen mode draws one sample; give one seed")
     seed = seeds[0] if seeds is not None else int(time.strftime("%Y%m%d", time.gmtime()))
     if args.sample < 2:
         raise UsageError(f"--sample {args.sample}: draw two or more ops")
+    if args.min_per_timer < 1:
+        raise UsageError(f"--min-per-timer {args.min_per_timer}: give 1 or more ops per timer")
+    timers = _timers_of(args.timers_from) if args.timers_from else {}
     if args.inventory:
         from ..assets.inventory import load_inventory
 
@@ -114,15 +145,29 @@ def _draw(args) -> tuple[list[str], int]:
         ops = sorted(Suite.locate(args.suite, python=args.python).ops())
     if not ops:
         raise UsageError("no ops to draw from: give --inventory or --suite")
-    return random.Random(seed).sample(ops, min(args.sample, len(ops))), seed
+    rng = random.Random(seed)
+    drawn = rng.sample(ops, min(args.sample, len(ops)))
+    topped: dict[str, list[str]] = {}
+    known = set(ops)
+    for group in sorted(timers):
+        have = sum(1 for o in drawn if o in timers[group])
+        pool = sorted(o for o in timers[group] & known if o not in drawn)
+        extra = rng.sample(pool, min(max(0, args.min_per_timer - have), len(pool)))
+        if extra:
+            drawn += extra
+            topped[group] = extra
+    return drawn, seed, topped
 
 
 def _screen(args, hist: list[str]) -> tuple[list[Path], dict]:
     """Run one screen per history (resuming any already there); the run dirs and the draw."""
-    ops, seed = _draw(args)
+    ops, seed, topped = _draw(args)
     work = Path(args.work or f"runs/calibrate-{seed}").absolute()
     work.mkdir(parents=True, exist_ok=True)
     (work / "sample.txt").write_text("\n".join(ops) + "\n", encoding="utf-8")
+    if topped:
+        print(f"opscreen calibrate: {args.sample} ops drawn (seed {seed}), topped up from {args.timers_from}'s timers to "
+              f"{args.min_per_timer} ops each: " + ", ".join(f"{g} +{len(x)}" for g, x in topped.items()), flush=True)
     dirs = []
     seen: dict[str, int] = {}
     for h in hist:
@@ -140,7 +185,10 @@ def _screen(args, hist: list[str]) -> tuple[list[Path], dict]:
         if rc in (2, 130):
             raise SystemExit(rc)
         dirs.append(d)
-    return dirs, {"seed": seed, "sample": ops, "work": str(work)}
+    draw = {"seed": seed, "sample": ops, "work": str(work)}
+    if args.timers_from:
+        draw.update(timers_from=str(args.timers_from), min_per_timer=args.min_per_timer, topped_up=topped)
+    return dirs, draw
 
 
 def _op_identity(s) -> dict:
@@ -174,6 +222,7 @@ def _provenance(summaries, draw: dict | None, seeds: list[int] | None = None,
         "runs": [{"name": s.name, "isolation": (s.caliber or {}).get("isolation"), "ops": len(s.ops)} for s in summaries],
         "ops": sorted({o.op for s in summaries for o in s.ops if o.status == "passed"}),
         "seed": draw["seed"] if draw else (seeds[0] if seeds and not several else None),
+        **({k: draw[k] for k in ("timers_from", "min_per_timer", "topped_up")} if draw and "topped_up" in draw else {}),
         "made": utcnow(),
         "how": "opscreen calibrate",
     }, **extra}
@@ -190,6 +239,8 @@ def run(args) -> int:
         raise UsageError("give RUN_DIRs to fit from, or --backend to screen a sample first, not both")
     if not args.runs and not args.backend:
         raise UsageError("nothing to calibrate from: give two or more RUN_DIRs, or --backend B to screen a sample")
+    if args.runs and args.timers_from:
+        raise UsageError("--timers-from tops up a draw to screen: give it with --backend, not with RUN_DIRs")
     seeds = _seeds(args.seed)
     groups = draw_groups(args.runs) if args.runs else None
     if groups is not None and sum(len(g) for g in groups) < 2:

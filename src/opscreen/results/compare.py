@@ -939,7 +939,31 @@ def _unresolved_table(c: Comparison, top: int) -> list:
     title = (f"unresolved ({len(un)} rows: a change inside its band whose interval reaches past ±{c.margin * 100:g}%, "
              "or, basis baseline, torch's latency moved and the library's did not; --repeats 3 on both runs narrows "
              "floors bands by about 1/sqrt(3), opscreen calibrate measures this device's own), widest band first:")
-    return _rows_table(title, un[:top], c.metric == "speedup")
+    L = _rows_table(title, un[:top], c.metric == "speedup")
+    thin = thin_cells(c, un)
+    if thin:
+        n = sum(rows for _, rows in thin.values())
+        cells = "; ".join(f"{label}: {ops} op{'s' if ops != 1 else ''}, {rows} rows" for label, (ops, rows) in thin.items())
+        L.insert(2, f"  {n} of them in floors cells fewer than {THIN_OPS} ops back ({cells}): t(ops-1) pays for so few; "
+                    "opscreen calibrate --timers-from RUN_DIR draws more ops of those timers")
+    return L
+
+
+THIN_OPS = 3  # a floors cell backed by fewer ops: its band is mostly the t critical value's price
+
+
+def thin_cells(c: Comparison, rows: list[CompareRow]) -> dict[str, tuple[int, int]]:
+    """The floors cells (of a measured table) fewer than THIN_OPS ops back that judged ``rows``:
+    label -> (ops, rows), most rows first."""
+    if c.table is None or c.table.default:
+        return {}
+    by_label = {cell.label(): cell for cell in c.table.cells}
+    out: dict[str, list[int]] = {}
+    for r in rows:
+        cell = by_label.get(r.floors or "")
+        if cell is not None and r.basis == "floors" and cell.ops < THIN_OPS:
+            out.setdefault(cell.label(), [cell.ops, 0])[1] += 1
+    return {k: (v[0], v[1]) for k, v in sorted(out.items(), key=lambda kv: -kv[1][1])}
 
 
 def _broken_table(c: Comparison, top: int) -> list:

@@ -309,6 +309,15 @@ def fit(pairs: Iterable[tuple[Any, Any, str]], *, name: str, match: str, provena
     return FloorsTable(name=name, match=match, cells=cells, provenance=provenance)
 
 
+def ops_by_timer(summary: Any) -> dict[str, set[str]]:
+    """Timer group (a floors cell's ``timer``) -> the ops with measured rows of it in ``summary``."""
+    out: dict[str, set[str]] = {}
+    for r in summary.rows:
+        if _usable(r):
+            out.setdefault(timer_group(r[COL["torch_timer"]], r[COL["lib_timer"]]), set()).add(r[COL["op"]])
+    return out
+
+
 def _key(r: list) -> tuple:
     return (r[COL["op"]], r[COL["variant"]] or "", r[COL["dtype"]], r[COL["shape"]])
 
