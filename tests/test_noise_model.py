@@ -146,9 +146,24 @@ def test_calibrate_tops_a_draw_up_to_every_timer_of_a_real_screen(draws, tmp_pat
     assert all(o in by[g] for g, extra in topped.items() for o in extra)
     assert calibrate._draw(args()) == (drawn, seed, topped)  # the same seed, the same draw
     assert calibrate._draw(args(timers_from=None)) == (plain, 5, {})
-    for bad in (dict(min_per_timer=0), dict(timers_from=str(tmp_path / "nowhere"))):
+    for bad in (dict(min_per_timer=0), dict(timers_from=str(tmp_path / "nowhere")),
+                dict(timers_from=f"{screen},{tmp_path / 'nowhere'}"), dict(sample=1), dict(sample=0, timers_from=None)):
         with pytest.raises(calibrate.UsageError):
             calibrate._draw(args(**bad))
+    # several screens: the union of their timers (seed 20261208's nll_loss2d_backward is profiler-timed too)
+    other = next(d for d in draws["20261208"] if d.name == "op_b")
+    by2 = noise.ops_by_timer(load_or_build(other)[0])
+    assert "nll_loss2d_backward" in by2["profiler"] and "nonzero_numpy" not in by2["profiler"]
+    inv.write_text("schema: opscreen.inventory/1\nops:\n" + "".join(
+        f"  {o}: {{}}\n" for o in sorted(set(ops) | {o for v in by2.values() for o in v})))
+    both = f"{screen},{other}"
+    drawn2, _, topped2 = calibrate._draw(args(timers_from=both))
+    assert set(topped2["profiler"]) == {"nonzero_numpy", "nll_loss2d_backward"}
+    # --sample 0: only the top-up, every timer to --min-per-timer (or all it has)
+    only, _, topped0 = calibrate._draw(args(sample=0, timers_from=both))
+    assert only == [o for g in sorted(topped0) for o in topped0[g]]
+    assert set(topped0["profiler"]) == {"nonzero_numpy", "nll_loss2d_backward"} and len(topped0["graph"]) == 3
+    assert calibrate._draw(args(sample=0, timers_from=both)) == (only, 5, topped0)
 
 
 def test_compare_names_the_thin_cells_behind_its_unresolved_rows(draws):

@@ -395,7 +395,8 @@ def test_calibrate_from_run_dirs(tmp_path, capsys):
     # bad input: one line, exit 2, nothing written
     for args in ([runs[0]], [], [runs[0], runs[1], "--backend", "cpu"], [*runs, "--histories", "op"],
                  [*runs, "--timers-from", runs[0]], ["--backend", "cpu", "--timers-from", str(tmp_path / "nowhere")],
-                 ["--backend", "cpu", "--timers-from", runs[0], "--min-per-timer", "0"]):
+                 ["--backend", "cpu", "--timers-from", runs[0], "--min-per-timer", "0"], ["--backend", "cpu", "--sample", "0"],
+                 ["--backend", "cpu", "--timers-from", f"{runs[0]},{tmp_path / 'nowhere'}"]):
         assert main(["calibrate", *args, "--out", str(tmp_path / "no.json")]) == 2
         assert len(capsys.readouterr().err.strip().splitlines()) == 1
     assert not (tmp_path / "no.json").exists()

@@ -15,11 +15,13 @@ Two ways in:
   run dir), then fit. The second fresh-process screen runs with ``--placement-shift 1``:
   on a machine with two or more devices every op then runs on another chip than in the
   first, and the pair gives the table's ``chip`` cells (the worker screens keep the
-  hashed devices and give its one-chip ``rerun`` cells). ``--timers-from RUN_DIR`` tops the
+  hashed devices and give its one-chip ``rerun`` cells). ``--timers-from RUN_DIR[,...]`` tops the
   draw up from the same generator so that each timer that screen used is backed by
   ``--min-per-timer`` ops: a stratified draw where it matters, since a timer few ops use (the
   profiler, for ops the graph cannot capture: 2 of 45 random H200 ops) otherwise lands in
-  cells that one op backs.
+  cells that one op backs. With ``--sample 0`` only the top-up is screened: ops of a rare
+  timer, to pool as a draw of their own with an earlier calibration's draws
+  (``opscreen calibrate OLD,OLD NEW,NEW``).
 
 The table is written to ``--out`` (default: the user's floors dir, named after the device,
 where ``opscreen compare`` finds it by device name) and printed.
@@ -59,11 +61,13 @@ def add_arguments(p) -> None:
     p.add_argument("--python", help="screen mode: the suite's interpreter (default: as opscreen run)")
     p.add_argument("--devices", default=None, help="screen mode: devices (as for opscreen run; default all)")
     p.add_argument("--inventory", help="screen mode: draw from this inventory file instead of the suite's ops")
-    p.add_argument("--sample", type=int, default=30, metavar="N", help="screen mode: ops to draw (default 30)")
-    p.add_argument("--timers-from", metavar="RUN_DIR",
-                   help="screen mode: a screen of the suite (your last full screen) whose timers top the draw up, so "
-                        "that each timer it used is backed by --min-per-timer ops (a rare timer, such as ops the graph "
-                        "cannot capture, otherwise lands in cells one op backs)")
+    p.add_argument("--sample", type=int, default=30, metavar="N",
+                   help="screen mode: ops to draw (default 30; 0 with --timers-from: only the top-up, to add ops of a "
+                        "rare timer to an earlier calibration's draws)")
+    p.add_argument("--timers-from", metavar="RUN_DIR[,RUN_DIR...]",
+                   help="screen mode: screens of the suite (your last full screen, or several) whose timers top the "
+                        "draw up, so that each timer they used is backed by --min-per-timer ops (a rare timer, such as "
+                        "ops the graph cannot capture, otherwise lands in cells one op backs)")
     p.add_argument("--min-per-timer", type=int, default=5, metavar="M",
                    help="with --timers-from: ops per timer the draw is topped up to (default 5)")
     p.add_argument("--seed", default=None, metavar="S",
@@ -107,17 +111,22 @@ def _histories(text: str) -> list[str]:
     return hs
 
 
-def _timers_of(path: str) -> dict[str, set[str]]:
-    """``--timers-from``: timer group -> the ops the screen measured with it."""
+def _timers_of(text: str) -> dict[str, set[str]]:
+    """``--timers-from RUN_DIR[,RUN_DIR...]``: timer group -> the ops those screens measured with it
+    (the union over the screens: several small screens of other ops back a rare timer as one large
+    one would)."""
     from ..results import noise
     from ..results.summary import load_or_build
 
-    p = Path(path)
-    if not (p / "ops_status.csv").is_file() and not (p / "summary.json").is_file() and p.suffix != ".json":
-        raise UsageError(f"--timers-from {path}: not a run dir (no ops_status.csv or summary.json there)")
-    by = noise.ops_by_timer(load_or_build(p)[0])
+    by: dict[str, set[str]] = {}
+    for path in [x for x in str(text).split(",") if x]:
+        p = Path(path)
+        if not (p / "ops_status.csv").is_file() and not (p / "summary.json").is_file() and p.suffix != ".json":
+            raise UsageError(f"--timers-from {path}: not a run dir (no ops_status.csv or summary.json there)")
+        for group, ops in noise.ops_by_timer(load_or_build(p)[0]).items():
+            by.setdefault(group, set()).update(ops)
     if not by:
-        raise UsageError(f"--timers-from {path}: the screen has no measured rows to read timers from")
+        raise UsageError(f"--timers-from {text}: the screen has no measured rows to read timers from")
     return by
 
 
@@ -130,8 +139,8 @@ def _draw(args) -> tuple[list[str], int, dict]:
     if seeds is not None and len(seeds) > 1:
         raise UsageError(f"--seed {args.seed}: screen mode draws one sample; give one seed")
     seed = seeds[0] if seeds is not None else int(time.strftime("%Y%m%d", time.gmtime()))
-    if args.sample < 2:
-        raise UsageError(f"--sample {args.sample}: draw two or more ops")
+    if args.sample < 2 and not (args.sample == 0 and args.timers_from):
+        raise UsageError(f"--sample {args.sample}: draw two or more ops (or 0 with --timers-from: only the top-up)")
     if args.min_per_timer < 1:
         raise UsageError(f"--min-per-timer {args.min_per_timer}: give 1 or more ops per timer")
     timers = _timers_of(args.timers_from) if args.timers_from else {}
@@ -156,6 +165,9 @@ def _draw(args) -> tuple[list[str], int, dict]:
         if extra:
             drawn += extra
             topped[group] = extra
+    if not drawn:
+        raise UsageError(f"--sample 0: the top-up from {args.timers_from} found no op of the suite to add; "
+                         "give --sample N or screens that used the suite's ops")
     return drawn, seed, topped
 
 
@@ -166,7 +178,8 @@ def _screen(args, hist: list[str]) -> tuple[list[Path], dict]:
     work.mkdir(parents=True, exist_ok=True)
     (work / "sample.txt").write_text("\n".join(ops) + "\n", encoding="utf-8")
     if topped:
-        print(f"opscreen calibrate: {args.sample} ops drawn (seed {seed}), topped up from {args.timers_from}'s timers to "
+        drew = f"{args.sample} ops drawn" if args.sample else "no plain draw (--sample 0)"
+        print(f"opscreen calibrate: {drew} (seed {seed}), topped up from {args.timers_from}'s timers to "
               f"{args.min_per_timer} ops each: " + ", ".join(f"{g} +{len(x)}" for g, x in topped.items()), flush=True)
     dirs = []
     seen: dict[str, int] = {}
