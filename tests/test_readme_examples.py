@@ -45,6 +45,7 @@ NEEDS_MORE = [
     (r"^ray start\b", "starts a node of a Ray cluster"),
     (r"--executor\s+ray\b", "needs a Ray cluster"),
     (r"^sbatch\b|runs/screen\b", "needs a Slurm cluster (a job array and its run dirs)"),
+    (r"runs/cal-topup\b", "needs the GPU screens of the calibrate --sample 0 example before it"),
 ]
 
 #: (regex on the command, reason): examples that fail today because of a bug another
