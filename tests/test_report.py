@@ -643,3 +643,29 @@ def test_count_ticks_of_low_panels_stay_clear_of_each_other():
         shown = [t for t in ax.get_yticks() if ax.get_ylim()[0] <= t <= ax.get_ylim()[1]]
         assert 2 <= len(shown) <= 5 and all(float(t).is_integer() for t in shown), shown
     plt.close(fig)
+
+
+def test_the_identity_and_device_sections_read_versions_from_the_ops_own_identity(tmp_path):
+    """A run's identity is the harness's, which imports no torch: the report takes torch,
+    Triton, driver and runtime from the first passed op's identity (a real H200 run)."""
+    import tarfile
+
+    from opscreen.results.report import device_ctx, identity_items
+    from opscreen.results.summary import op_identity
+
+    tgz = Path(__file__).resolve().parent.parent / "bench" / "results" / "2026-12-03-h200-telemetry-runs.tgz"
+    with tarfile.open(tgz) as tf:
+        tf.extractall(tmp_path, members=[m for m in tf.getmembers() if m.name.startswith("./on/")],
+                      filter=lambda m, p: None if m.issym() or m.islnk() else tarfile.data_filter(m, p))
+    s = build_summary(tmp_path / "on")
+    assert "torch_version" not in s.identity and "driver_version" not in s.identity
+    assert op_identity(s)["device_name"] == "NVIDIA H200"
+    items = dict(identity_items(s))
+    assert items["torch"] == "2.11.0+cu130" and items["triton"] == "3.6.0"
+    assert items["driver / runtime"] == "580.159.04 / 13.0"
+    dev = device_ctx(s)
+    text = json.dumps(dev, default=str)
+    assert "580.159.04 / 13.0" in text
+    # an op dir has no ops of its own: its identity stands
+    one = build_summary(tmp_path / "on" / "ops" / "var")
+    assert dict(identity_items(one))["torch"] == "2.11.0+cu130"

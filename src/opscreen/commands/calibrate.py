@@ -204,21 +204,11 @@ def _screen(args, hist: list[str]) -> tuple[list[Path], dict]:
     return dirs, draw
 
 
-def _op_identity(s) -> dict:
-    """The first op identity of a run that recorded its device (the run's own has no driver or versions)."""
-    from .. import contracts
-
-    for o in s.ops:
-        if s.path is not None and o.status == "passed":
-            ident = contracts.read(contracts.RUN_IDENTITY, Path(s.path) / "ops" / o.op / "run_identity.json")
-            if isinstance(ident, dict) and ident.get("device_name"):
-                return ident
-    return s.identity or {}
-
-
 def _provenance(summaries, draw: dict | None, seeds: list[int] | None = None,
                 draws: list[list] | None = None) -> dict:
-    ident = _op_identity(summaries[0])
+    from ..results.summary import op_identity
+
+    ident = op_identity(summaries[0])
     first_op = next((o for o in summaries[0].ops if o.device_name), None)
     several = bool(draws) and len(draws) > 1  # run() checked: one seed per draw, when seeds are given
     extra = {"draws": [{"runs": [s.name for s in d], "seed": seeds[k] if seeds else None,

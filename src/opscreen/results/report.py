@@ -37,7 +37,8 @@ from . import compare as _compare
 from . import throttle as _throttle
 from . import traces as _traces
 from .compare import CompareRow, Comparison, Verdict, _moved_list, _show
-from .summary import COL, Summary, first_telemetry, mixed_rows, noise, row_band, telemetry_sources
+from .summary import (COL, Summary, first_telemetry, mixed_rows, noise, row_band, telemetry_sources,
+                      with_process_fields)
 
 __all__ = ["render_report", "write_report", "speedup_plot_svg", "change_plot_svg", "PASSED", "NOT_MEASURED"]
 
@@ -876,7 +877,7 @@ def autotune_ctx(p: _Page, comparison: Comparison | None) -> dict:
 
 
 def identity_items(s: Summary) -> list[tuple[str, str]]:
-    ident = s.identity or {}
+    ident = with_process_fields(s)
     cal = s.caliber or {}
     suite = ident.get("suite") if isinstance(ident.get("suite"), dict) else {}
     items: list[tuple[str, Any]] = [
@@ -1134,7 +1135,7 @@ def device_ctx(s: Summary) -> dict | None:
     says so."""
     pk = s.peaks or {}
     dev = pk.get("device") or {}
-    ident = s.identity or {}
+    ident = with_process_fields(s)
     cal = s.caliber or {}
     items: list[tuple[str, Any]] = [
         ("model", cal.get("device_name") or dev.get("name") or ident.get("device_name")),

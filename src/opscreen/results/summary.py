@@ -56,6 +56,9 @@ __all__ = [
     "row_band",
     "NOISE_K",
     "DEFAULT_MAX_BAND",
+    "PROCESS_FIELDS",
+    "op_identity",
+    "with_process_fields",
 ]
 
 # 2: ``test`` holds the test function, ``variant`` what version 1 held in ``test``
@@ -1119,6 +1122,34 @@ def _unresolved_lines(s: Summary) -> list:
             t.row(op, n, ok.get(op, "-"))
         lines.append(t)
     return lines
+
+
+#: What an op's own identity records of its process that a run's identity does not (it is the
+#: harness's, which imports no torch): read from the first op that passed.
+PROCESS_FIELDS = ("driver_version", "runtime_version", "torch_version", "triton_version", "library",
+                  "library_version", "python")
+
+
+def op_identity(s: "Summary") -> dict:
+    """The identity of the first op of ``s`` that passed and recorded its device; the run's own
+    identity where none did (or ``s`` is no run dir on disk)."""
+    for o in s.ops:
+        if s.path is not None and o.status == "passed" and s.kind == "run":
+            ident = contracts.read(contracts.RUN_IDENTITY, Path(s.path) / "ops" / o.op / "run_identity.json")
+            if isinstance(ident, dict) and ident.get("device_name"):
+                return ident
+    return s.identity or {}
+
+
+def with_process_fields(s: "Summary") -> dict:
+    """``s``'s identity, with the fields only its ops' processes record (:data:`PROCESS_FIELDS`)
+    filled in from :func:`op_identity` where the run's own identity lacks them."""
+    ident = dict(s.identity or {})
+    missing = [k for k in PROCESS_FIELDS if ident.get(k) in (None, "")]
+    if missing:
+        op = op_identity(s)
+        ident.update({k: op[k] for k in missing if op.get(k) not in (None, "")})
+    return ident
 
 
 def mixed_rows(s: Summary) -> int:
