@@ -10,7 +10,10 @@
 # `--isolation worker`; wkpad<K> is a worker holding a seeded random pad below PAD_MB MiB
 # (default 1024) through each op, seed K (OPSCREEN_WORKER_PAD, docs/workers.md); off<K> is
 # `--isolation op` with the device telemetry off (OPSCREEN_TELEMETRY_MS=0; every other mode
-# samples it at the default interval), for issue 32's fresh-process A/A. TIMER
+# samples it at the default interval), for issue 32's fresh-process A/A; probe is a warm worker
+# with two samples of 50 ms at most per case (about 1 s an op on the CPU sample suite, against
+# 4.5 s), whose figures are not for comparing: it finds which timer each op of a large draw needs,
+# for `opscreen calibrate --sample 0 --timers-from` (docs/usage.md). TIMER
 # (default: the run's own default) is passed as --timer. Each mode's run dir resumes where an earlier call stopped: on a warm
 # machine from /tmp/noise, on a fresh one from .fg/noise/<mode> (the run dirs of the last
 # call's $OUT/noise.tgz, untarred there). Then `opscreen compare` on the pairs, and
@@ -38,9 +41,11 @@ for m in $modes; do
   done_n=$(for o in $(cat "$W/sample.txt"); do [ -f "$W/$m/ops/$o/.complete" ] && echo "$o"; done | wc -l)
   [ "$done_n" -ge "$n_ops" ] && { echo "$m: all $n_ops ops done"; continue; }
   [ "$(left)" -gt 40 ] || { echo "$m: not started (time)"; break; }
-  pad=""; tel=""; case "$m" in wkpad*) iso=worker; pad="${PAD_MB:-1024}:${m#wkpad}" ;; wk*) iso=worker ;; off*) iso=op; tel=0 ;; *) iso=op ;; esac
+  pad=""; tel=""; fast=""; case "$m" in wkpad*) iso=worker; pad="${PAD_MB:-1024}:${m#wkpad}" ;; wk*) iso=worker ;; off*) iso=op; tel=0 ;;
+    probe*) iso=worker; fast="OPSCREEN_MIN_SAMPLES=2 OPSCREEN_MAX_TIME=0.05 OPSCREEN_WARMUP_CALLS=1 OPSCREEN_WARMUP_MS=0 OPSCREEN_REST_RATIO=0" ;;
+    *) iso=op ;; esac
   echo "$m start $(date +%H:%M:%S), $done_n done, $(left) s left"
-  OPSCREEN_WORKER_PAD="$pad" OPSCREEN_TELEMETRY_MS="${tel:-${OPSCREEN_TELEMETRY_MS:-50}}" timeout -s INT "$(left)" python3 -m opscreen run --backend cuda --devices all --isolation "$iso" ${TIMER:+--timer "$TIMER"} \
+  env $fast OPSCREEN_WORKER_PAD="$pad" OPSCREEN_TELEMETRY_MS="${tel:-${OPSCREEN_TELEMETRY_MS:-50}}" timeout -s INT "$(left)" python3 -m opscreen run --backend cuda --devices all --isolation "$iso" ${TIMER:+--timer "$TIMER"} \
       --ops-file "$W/sample.txt" --timeout "${OP_TIMEOUT:-150}" --retries "${RETRIES:-0}" --out "$W/$m" --plain >> "$W/$m.console" 2>&1
   echo "$m rc=$? at $SECONDS s: $(ls "$W/$m"/ops/*/.complete 2>/dev/null | wc -l) ops complete"
 done
