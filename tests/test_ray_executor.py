@@ -97,7 +97,7 @@ def test_ray_is_imported_only_when_asked_for_and_a_missing_ray_is_one_line(cli, 
               env={"PYTHONPATH": os.pathsep.join([str(no_ray), str(SRC)])})
     assert res.returncode == 2, res.stdout + res.stderr
     assert res.stderr.strip().splitlines() == [
-        "opscreen run: --executor ray needs Ray (No module named 'ray'): pip install opscreen[ray]"]
+        "opscreen run: --executor ray needs Ray (No module named 'ray'): pip install -e '.[ray]' in opscreen's checkout"]
     assert not out.exists()
     res = cli("run", "--backend", "cpu", "--ops", "abs", "--out", out, "--address", "auto")
     assert res.returncode == 2 and "--address is for --executor ray" in res.stderr and not out.exists()

@@ -589,7 +589,7 @@ SETTINGS: tuple[Setting, ...] = (
             key="fatal_threshold", argparse=_m(type=int)),
     # where the ops execute: this machine, or every node of a Ray cluster (docs/batch.md)
     Setting("executor", ("--executor",), "where the ops run: local (this machine's devices, default) or ray (the "
-            "accelerators of every node of a Ray cluster; pip install opscreen[ray])", commands=(RUN,), default="local",
+            "accelerators of every node of a Ray cluster; pip install -e '.[ray]')", commands=(RUN,), default="local",
             check=_executor, key="executor", argparse=_m(choices=EXECUTORS)),
     Setting("address", ("--address",), "with --executor ray: the cluster, auto (the one this node joined with 'ray "
             "start') or HOST:PORT (default $RAY_ADDRESS, else a Ray instance started on this machine)", commands=(RUN,),

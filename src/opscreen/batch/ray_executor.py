@@ -91,7 +91,7 @@ def import_ray():
     try:
         import ray  # noqa: PLC0415 - only when --executor ray is asked for
     except ImportError as exc:
-        raise UsageError(f"--executor ray needs Ray ({exc}): pip install opscreen[ray]") from None
+        raise UsageError(f"--executor ray needs Ray ({exc}): pip install -e '.[ray]' in opscreen's checkout") from None
     return ray
 
 

@@ -2,7 +2,7 @@
 
 One schema for SQLite (the default: one file under the user's data directory,
 :func:`opscreen.settings.store_db`) and PostgreSQL (a team's shared database, through
-the psycopg 3 driver: ``pip install 'opscreen[store-pg]'``). Tables (docs/store.md):
+the psycopg 3 driver: ``pip install -e '.[store-pg]'``). Tables (docs/store.md):
 
 ``meta``
     ``key``/``value``; the row ``schema`` holds the store's version,
@@ -225,7 +225,7 @@ def open_store(db: str | None, *, create: bool, environ=None) -> Store:
         engine = _engine(url)
     except (NoSuchModuleError, ModuleNotFoundError) as exc:
         raise UsageError(f"--db {url.render_as_string()}: its driver is not installed ({exc}); for PostgreSQL: "
-                         "pip install 'opscreen[store-pg]'") from None
+                         "pip install -e '.[store-pg]' in opscreen's checkout") from None
     store = Store(engine=engine, url=url.render_as_string())
     try:
         ensure_schema(store, create=create)
