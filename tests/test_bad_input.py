@@ -198,3 +198,72 @@ def test_op_on_a_missing_gpu_is_refused_and_keeps_the_earlier_result(tmp_path):
                   "--out", tmp_path / "run", "--plain", env={**env, "PATH": str(nopath)}, cwd=tmp_path, timeout=120)
     refused(res, "--devices 0", "backend cuda found no devices")
     assert not (tmp_path / "run").exists()
+
+
+# -- the output paths and values of the results commands (a new user's mistakes) ----------------
+
+
+@pytest.fixture
+def two_runs(tmp_path):
+    """Two finished synthetic run dirs of one caliber, outside the working directory."""
+    from synth import make_run
+
+    runs = []
+    for k in range(2):
+        d = tmp_path / f"run{k}"
+        make_run(d, n_ops=3, seed=3, fail_rate=0, timeout_rate=0, fatal_rate=0,
+                 perturb=lambda op, dt, si, lib, k=k: lib * (1 + 0.002 * k))
+        runs.append(str(d))
+    return runs
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["compare", "{a}", "{b}", "--out", "{file}/x.csv"], "is not a directory"),
+    (["compare", "{a}", "{b}", "--out", "{dir}"], "is a directory"),
+    (["compare", "{a}", "{b}", "--top", "-3"], "--top -3"),
+    (["compare", "{a}", "{b}", "--margin", "inf"], "not a finite percentage"),
+    (["compare", "{a}", "{b}", "--threshold", "nan"], "not a finite percentage"),
+    (["compare", "{a}", "{b}", "--unresolved", "fail"], "give it with --fail-on"),
+    (["store", "add", "{a}", "--db", "sqlite:///{file}/s.db"], "is not a folder"),
+    (["calibrate", "{a}", "{b}", "--out", "{file}/f.json"], "is not a directory"),
+    (["calibrate", "{a}", "{b}", "--out", "{dir}"], "is a directory"),
+    (["calibrate", "{a}", "{b}", "--match", "(", "--out", "f.json"], "not a regular expression"),
+    (["calibrate", "{a}", "{a}", "--out", "f.json"], "given twice"),
+    (["calibrate", "{a},{b}", "{a},{b}", "--out", "f.json"], "given twice"),
+    (["calibrate", "{a}", "{b}", "--sample", "-1", "--out", "f.json"], "--sample is for screen mode"),
+    (["calibrate", "--backend", "cpu", "--sample", "2", "--work", "{file}"], "is not a directory"),
+    (["publish", "--out", "{file}/site", "--db", "sqlite:///{tmp}/s.db"], "is not a directory"),
+    (["devices", "--backend", "cpu", "--peaks", "--devices", "99"], "no device 99"),
+    (["devices", "--backend", "cpu", "--peaks", "--peaks-dir", "{file}/x"], "is not a directory"),
+    (["shapes", "check", "--op", "nosuch", "-q"], "unknown op"),
+])
+def test_results_commands_refuse_bad_outputs_and_values(empty, tmp_path, two_runs, args, needle):
+    """Each is one line and exit 2 before anything is measured or written (it was a traceback,
+    a silent exit 0, or an unusable table)."""
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "adir").mkdir()
+    fill = dict(a=two_runs[0], b=two_runs[1], file=tmp_path / "afile", dir=tmp_path / "adir", tmp=tmp_path)
+    before = {p: p.stat().st_mtime_ns for r in two_runs for p in Path(r).rglob("*")}
+    refused(run_in(empty, *[a.format(**fill) for a in args]), needle)
+    nothing_in(empty)
+    assert list((tmp_path / "adir").iterdir()) == [] and (tmp_path / "afile").read_text() == "x"
+    assert not (tmp_path / "s.db").exists()
+    assert {p: p.stat().st_mtime_ns for r in two_runs for p in Path(r).rglob("*")} == before
+
+
+def test_a_refused_calibrate_screen_leaves_no_work_dir(empty):
+    """The first screen's run refuses its arguments: calibrate removes the sample it wrote."""
+    res = run_in(empty, "calibrate", "--backend", "cpu", "--devices", "0", "--sample", "2", "--histories", "op,op",
+                 "--work", "cw", "--timeout", "0")
+    refused(res, "--timeout")
+    nothing_in(empty)
+
+
+def test_write_ops_is_written_only_once_the_preflight_passed(empty):
+    """A run the preflight refuses leaves an existing --write-ops file as it was."""
+    keep = empty / "keep.txt"
+    keep.write_text("old\n")
+    res = run_in(empty, "run", "--backend", "cpu", "--plain", "--out", "r", "--ops", "abs", "--devices", "0",
+                 "--write-ops", "keep.txt", "--level", "bogus")
+    refused(res, "--level")
+    assert keep.read_text() == "old\n" and sorted(p.name for p in empty.iterdir()) == ["keep.txt"]

@@ -36,12 +36,15 @@ def print_json(obj) -> None:
 
 
 def percent(text) -> float:
-    """A percentage option's value (``3`` or ``3%``) -> 3.0; UsageError when not one or negative."""
+    """A percentage option's value (``3`` or ``3%``) -> 3.0; UsageError when not one, not
+    finite, or negative."""
     try:
         v = float(str(text).rstrip("%"))
     except ValueError:
         raise UsageError(f"not a percentage: {text!r} (e.g. 3 or 3%)") from None
-    if v < 0 or v != v:
+    if v != v or v in (float("inf"), float("-inf")):
+        raise UsageError(f"not a finite percentage: {text!r} (e.g. 3 or 3%)")
+    if v < 0:
         raise UsageError(f"a percentage must not be negative: {text!r}")
     return v
 

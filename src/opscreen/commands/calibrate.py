@@ -50,6 +50,11 @@ DESCRIPTION = (
 )
 ORDER = 46
 HISTORY_ISOLATION = {"op": "op", "worker": "worker"}
+#: The screen mode's options and their defaults (None in the parser: given or not is known, and
+#: with RUN_DIRs, where there is nothing to screen, a given one is refused rather than ignored).
+SCREEN_DEFAULTS = {"suite": None, "python": None, "devices": None, "inventory": None, "sample": 30,
+                   "timers_from": None, "min_per_timer": 5, "histories": "op,worker,op,worker", "work": None,
+                   "timeout": "600"}
 
 
 def add_arguments(p) -> None:
@@ -61,22 +66,22 @@ def add_arguments(p) -> None:
     p.add_argument("--python", help="screen mode: the suite's interpreter (default: as opscreen run)")
     p.add_argument("--devices", default=None, help="screen mode: devices (as for opscreen run; default all)")
     p.add_argument("--inventory", help="screen mode: draw from this inventory file instead of the suite's ops")
-    p.add_argument("--sample", type=int, default=30, metavar="N",
+    p.add_argument("--sample", type=int, default=None, metavar="N",
                    help="screen mode: ops to draw (default 30; 0 with --timers-from: only the top-up, to add ops of a "
                         "rare timer to an earlier calibration's draws)")
     p.add_argument("--timers-from", metavar="RUN_DIR[,RUN_DIR...]",
                    help="screen mode: screens of the suite (your last full screen, or several) whose timers top the "
                         "draw up, so that each timer they used is backed by --min-per-timer ops (a rare timer, such as "
                         "ops the graph cannot capture, otherwise lands in cells one op backs)")
-    p.add_argument("--min-per-timer", type=int, default=5, metavar="M",
+    p.add_argument("--min-per-timer", type=int, default=None, metavar="M",
                    help="with --timers-from: ops per timer the draw is topped up to (default 5)")
     p.add_argument("--seed", default=None, metavar="S",
                    help="screen mode: the draw's seed (default: today); with RUN_DIRs: the seed their ops were drawn with "
                         "(S,S,...: one per draw), recorded in the table's provenance")
-    p.add_argument("--histories", default="op,worker,op,worker",
+    p.add_argument("--histories", default=None,
                    help="screen mode: one screen per entry, op (fresh processes) or worker (default op,worker,op,worker)")
     p.add_argument("--work", metavar="DIR", help="screen mode: where the screens go (default runs/calibrate-SEED); resumable")
-    p.add_argument("--timeout", default="600", help="screen mode: seconds per op process (default 600)")
+    p.add_argument("--timeout", default=None, help="screen mode: seconds per op process (default 600)")
     p.add_argument("--name", help="the table's name (default: the device name)")
     p.add_argument("--match", help="a regular expression the device names it is for must match (default: the device name)")
     p.add_argument("--out", metavar="FILE", help="where to write the table (default: the user's floors dir)")
@@ -175,7 +180,12 @@ def _screen(args, hist: list[str]) -> tuple[list[Path], dict]:
     """Run one screen per history (resuming any already there); the run dirs and the draw."""
     ops, seed, topped = _draw(args)
     work = Path(args.work or f"runs/calibrate-{seed}").absolute()
+    from ..errors import check_writable_dir
+
+    check_writable_dir(work, "--work")
+    made = not work.exists()
     work.mkdir(parents=True, exist_ok=True)
+    fresh = not (work / "sample.txt").exists()
     (work / "sample.txt").write_text("\n".join(ops) + "\n", encoding="utf-8")
     if topped:
         drew = f"{args.sample} ops drawn" if args.sample else "no plain draw (--sample 0)"
@@ -195,6 +205,10 @@ def _screen(args, hist: list[str]) -> tuple[list[Path], dict]:
             argv += ["--placement-shift", "1"]
         print(f"opscreen calibrate: screen {d.name} ({len(ops)} ops, seed {seed})", flush=True)
         rc = subprocess.call(argv, stdin=subprocess.DEVNULL)
+        if rc == 2 and not dirs and fresh:  # the first screen refused its arguments: leave nothing behind
+            (work / "sample.txt").unlink(missing_ok=True)
+            if made and not any(work.iterdir()):
+                work.rmdir()
         if rc in (2, 130):
             raise SystemExit(rc)
         dirs.append(d)
@@ -236,16 +250,28 @@ def run(args) -> int:
     from ..results.compare import check_caliber
     from ..results.summary import load_or_build
 
-    hist = _histories(args.histories)
     draw = None
     if args.runs and args.backend:
         raise UsageError("give RUN_DIRs to fit from, or --backend to screen a sample first, not both")
     if not args.runs and not args.backend:
         raise UsageError("nothing to calibrate from: give two or more RUN_DIRs, or --backend B to screen a sample")
-    if args.runs and args.timers_from:
-        raise UsageError("--timers-from tops up a draw to screen: give it with --backend, not with RUN_DIRs")
+    for name, default in SCREEN_DEFAULTS.items():
+        if args.runs and getattr(args, name) is not None:
+            flag = "--" + name.replace("_", "-")
+            raise UsageError(f"{flag} is for screen mode (--backend B): with RUN_DIRs there is nothing to screen")
+        if getattr(args, name) is None:
+            setattr(args, name, default)
+    hist = _histories(args.histories)
+    _check_outputs(args)
     seeds = _seeds(args.seed)
     groups = draw_groups(args.runs) if args.runs else None
+    if groups is not None:
+        seen: dict[Path, str] = {}
+        for d in (d for g in groups for d in g):
+            key = d.expanduser().resolve()
+            if key in seen:
+                raise UsageError(f"{d} is given twice (as {seen[key]}): a run paired with itself reads no noise")
+            seen[key] = str(d)
     if groups is not None and sum(len(g) for g in groups) < 2:
         raise UsageError("give two or more RUN_DIRs: the noise between processes needs pairs of screens")
     if groups is not None and seeds is not None and len(seeds) != len(groups):
@@ -278,6 +304,26 @@ def run(args) -> int:
     print("\n".join(noise.format_table(table)))
     print(f"\nwrote {out}" + ("" if args.out else " (opscreen compare finds it there by device name)"))
     return 0
+
+
+def _check_outputs(args) -> None:
+    """``--match``, ``--out`` and ``--work`` are usable, before anything is screened or written."""
+    import re
+
+    from ..errors import check_out_file, check_writable_dir
+    from ..results import noise
+
+    if args.match is not None:
+        try:
+            re.compile(args.match)
+        except re.error as exc:
+            raise UsageError(f"--match {args.match!r}: not a regular expression ({exc})") from None
+    if args.out is not None:
+        check_out_file(args.out, "--out", "floors.json")
+    else:
+        check_writable_dir(noise.floors_dirs()[0], "the floors dir (OPSCREEN_FLOORS_DIR)")
+    if args.work is not None:
+        check_writable_dir(args.work, "--work")
 
 
 def _literal(name: str) -> str:

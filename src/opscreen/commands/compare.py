@@ -90,10 +90,16 @@ def run(args) -> int:
     floors = aa_floors(args.aa) if args.aa else None  # a bad file is refused before any summary is made
     if args.alpha not in (0.1, 0.05, 0.01, 0.001):
         noise.t_critical(1, args.alpha)  # one line: the values it takes
-    if args.floors and args.no_floors:
-        from ..errors import UsageError
+    from ..errors import UsageError, check_out_file
 
+    if args.floors and args.no_floors:
         raise UsageError("--floors and --no-floors: give one")
+    if args.unresolved == "fail" and args.fail_on is None:
+        raise UsageError("--unresolved fail is a policy of the gate: give it with --fail-on PCT")
+    if args.top < 0:
+        raise UsageError(f"--top {args.top}: give 0 or more rows")
+    if args.out is not None:
+        check_out_file(args.out, "--out", "compare.csv")
     table = noise.load(args.floors) if args.floors else (False if args.no_floors else True)
     # nothing is written before the caliber check: a refused comparison leaves A and B as they were
     (a, a_built), (b, b_built) = load_or_build(args.a, rebuild=args.rebuild), load_or_build(args.b, rebuild=args.rebuild)

@@ -79,9 +79,18 @@ def peaks(args, b, en) -> int:
 
     from ..backends import peaks as P
 
+    from ..errors import UsageError, check_writable_dir
+
     names = {d.index: d.name for d in en.devices}
+    which = _which(args.devices, en)
+    unknown = [d for d in which if d not in names] if names else [d for d in which if d != 0]
+    if unknown:
+        raise UsageError(f"--devices: no device {unknown[0]} on this backend (it has "
+                         f"{', '.join(map(str, sorted(names))) or '0'}); opscreen devices lists them")
+    if args.peaks_dir:
+        check_writable_dir(args.peaks_dir, "--peaks-dir")
     out, rc = [], 0
-    for dev in _which(args.devices, en):
+    for dev in which:
         measured = P.measure_device(b, args.python, dev)
         if "error" in measured:
             print(f"opscreen devices --peaks: device {dev}: {measured['error']}", file=sys.stderr)

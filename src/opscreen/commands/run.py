@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from .. import settings as S
-from ..errors import UsageError, check_writable_dir, os_error
+from ..errors import UsageError, check_out_file, check_writable_dir, os_error
 from ..providers.changes import NothingSelected
 from ._common import recorded_backend, warn_suite_budgets
 
@@ -114,11 +114,9 @@ def build_config(args, out: Path, journal, replay_dir: Path | None, replay_ident
         executor=resolved["executor"], address=resolved["address"], ray_env=resolved["ray_env"],
         argv=list(sys.argv), provenance=resolved.provenance(),
     )
-    if args.write_ops:
-        from ..batch.oplist import write_ops
-
-        write_ops(args.write_ops, ops, source)
-    return cfg, executor
+    if args.write_ops:  # written once the preflight passed: a refused run writes nothing
+        check_out_file(args.write_ops, "--write-ops", "ops.txt")
+    return cfg, executor, (ops, source)
 
 
 def _refuse_ray_options(resolved: S.Resolved) -> None:
@@ -180,12 +178,16 @@ def run(args) -> int:
         reap_leftovers(str(journal.root))
         scratch.remove_leftovers(journal.root)  # the temp dirs of a killed runner's workers and preflight
         try:
-            cfg, executor = build_config(args, out, journal, replay_dir, replay_ident, given)
+            cfg, executor, listed = build_config(args, out, journal, replay_dir, replay_ident, given)
         except NothingSelected as exc:  # --changed-since: no op touched; nothing written but --write-ops
             return _nothing_selected(args, str(exc))
         runner = BatchRunner(cfg, journal, executor=executor,
                              progress=make_progress(sys.stdout, False if args.plain else None))
         _preflight(runner, cfg, journal, executor)
+        if args.write_ops:
+            from ..batch.oplist import write_ops
+
+            write_ops(args.write_ops, *listed)
         warn_suite_budgets(cfg.extra_args, cfg.planned_timer, "opscreen run")  # once the arguments proved usable
         started = True
         return runner.run().exit_code
@@ -196,6 +198,7 @@ def run(args) -> int:
 
 def _nothing_selected(args, message: str) -> int:
     if args.write_ops:
+        check_out_file(args.write_ops, "--write-ops", "ops.txt")
         from ..batch.oplist import write_ops
 
         write_ops(args.write_ops, [], f"--changed-since {args.changed_since}: no op selected")

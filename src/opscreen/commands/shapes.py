@@ -69,7 +69,9 @@ def run(args) -> int:
     files = scan_suite(root)
     findings = check_shape_file(root, curated, files=files)
     merged = merge_shapes(core, curated)
-    rows = None if args.quiet else _rows(effective_shapes(root, merged, set(curated), files=files), args.op)
+    # --op is checked with --quiet too: an op the suite lacks is an error, not "0 errors"
+    rows = None if args.quiet and not args.op else _rows(effective_shapes(root, merged, set(curated), files=files), args.op)
+    rows = None if args.quiet else rows
     out = sys.stdout
     out.write(f"shape file: {source} ({len(curated)} keys)\n")
     out.write(f"laid over:  {core_path if core_path.is_file() else '(no core_shapes.yaml)'} ({len(core)} keys)\n")

@@ -176,6 +176,8 @@ def _sqlite_file(url: sa.URL, create: bool, default: bool) -> None:
     if create and default:
         os.makedirs(folder, exist_ok=True)
     if create and not os.path.isdir(folder):
+        if os.path.exists(folder):
+            raise UsageError(f"--db {path}: {folder} is not a folder; choose another --db")
         raise UsageError(f"--db {path}: the folder {folder} does not exist; make it or choose another --db")
 
 

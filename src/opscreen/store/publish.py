@@ -36,7 +36,7 @@ from pathlib import Path
 
 from jinja2 import Environment
 
-from ..errors import UsageError
+from ..errors import UsageError, check_writable_dir
 from .history import CaseHistory, History, series_text
 
 __all__ = ["publish", "check_out", "case_id", "op_file", "svg_plot", "MARKER"]
@@ -275,6 +275,7 @@ def check_out(out: Path) -> None:
     """SITE is missing, empty, or a site of publish's; a one-line UsageError otherwise."""
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file: give the folder to write the site in")
+    check_writable_dir(out, "--out")  # a folder above it that is a file, a read-only place
     if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
         raise UsageError(f"--out {out} holds files that opscreen publish did not write: give an empty or new folder")
     if not os.access(out.parent if not out.exists() else out, os.W_OK):
