@@ -11,9 +11,13 @@
 # OUT_DIR:    gets base-src/ (a git worktree of the merge base), ops.txt (the head's selection),
 #             base-ops.txt (those the base has: the base run's --ops-file), head/ and base/ (the run dirs) and compare.csv.
 # After --:   arguments for both `opscreen run`s (--backend cuda --python ~/gems/bin/python ...).
+# RESOLVE_REPEATS (environment, default 3; 0 or 1: off): when the comparison passes but leaves rows
+#             unresolved, their ops run again in RESOLVE_REPEATS fresh processes each on both sides
+#             (base-resolve/, head-resolve/) and that comparison decides (compare-resolve.csv): the
+#             attempts Pinpoint adds while its answer is unknown.
 #
-# Exit status: compare's (0 no regression of FAIL_ON_PCT % or more, 1 one or more), 0 when no op
-# was selected (said on stderr), 2 on bad input (a run or compare that refused its arguments).
+# Exit status: the last compare's (0 no regression of FAIL_ON_PCT % or more, 1 one or more), 0 when
+# no op was selected (said on stderr), 2 on bad input (a run or compare that refused its arguments).
 set -euo pipefail
 
 usage() { echo "usage: $0 HEAD_SUITE BASE_REV OUT_DIR [FAIL_ON_PCT] [-- OPSCREEN_RUN_ARGS...]" >&2; exit 2; }
@@ -24,6 +28,8 @@ FAIL_ON=5
 if [ $# -gt 0 ] && [ "$1" != "--" ]; then FAIL_ON=$1; shift; fi
 if [ $# -gt 0 ]; then [ "$1" = "--" ] || usage; shift; fi
 OPSCREEN=${OPSCREEN:-opscreen}
+RESOLVE_REPEATS=${RESOLVE_REPEATS:-3}
+[[ "$RESOLVE_REPEATS" =~ ^[0-9]+$ ]] || { echo "opscreen-gate: RESOLVE_REPEATS=$RESOLVE_REPEATS: give a whole number (0: no resolve round)" >&2; exit 2; }
 
 MERGE_BASE=$(git -C "$HEAD_SUITE" merge-base "$BASE_REV" HEAD 2>/dev/null) || {
     echo "opscreen-gate: $BASE_REV has no merge base with HEAD in $HEAD_SUITE (a git checkout with its history?)" >&2
@@ -71,4 +77,22 @@ set -e
 [ "$rc" -le 1 ] || exit "$rc"
 
 echo "== compare: base -> head, failing on a regression of $FAIL_ON % or more"
-exec "$OPSCREEN" compare "$OUT/base" "$OUT/head" --fail-on "$FAIL_ON" --out "$OUT/compare.csv"
+set +e
+"$OPSCREEN" compare "$OUT/base" "$OUT/head" --fail-on "$FAIL_ON" --out "$OUT/compare.csv" --write-unresolved "$OUT/unresolved.txt"
+rc=$?
+set -e
+if [ "$rc" -ne 0 ] || [ "$RESOLVE_REPEATS" -le 1 ] || ! grep -qv '^#' "$OUT/unresolved.txt"; then
+    exit "$rc"
+fi
+
+echo "== resolve: the ops with unresolved rows again, $RESOLVE_REPEATS fresh processes each, base then head"
+for side in base head; do
+    src="$OUT/base-src"; [ "$side" = head ] && src="$HEAD_SUITE"
+    set +e
+    "$OPSCREEN" run --suite "$src" --ops-file "$OUT/unresolved.txt" --out "$OUT/$side-resolve" --plain "$@" \
+        --repeats "$RESOLVE_REPEATS" --isolation op
+    rc=$?
+    set -e
+    [ "$rc" -le 1 ] || exit "$rc"
+done
+exec "$OPSCREEN" compare "$OUT/base-resolve" "$OUT/head-resolve" --fail-on "$FAIL_ON" --out "$OUT/compare-resolve.csv"

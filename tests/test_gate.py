@@ -77,7 +77,7 @@ def head_commit(ws: Path, edits: dict[str, tuple[str, str]]) -> str:
     return base
 
 
-def run_gate(ws: Path, base: str, fail_on: str) -> subprocess.CompletedProcess:
+def run_gate(ws: Path, base: str, fail_on: str, **extra: str) -> subprocess.CompletedProcess:
     env_block, _ = workflow_steps()
     script = gate_step().replace("${{ github.event.pull_request.base.sha }}", base)
     assert "${{" not in script, script
@@ -85,6 +85,7 @@ def run_gate(ws: Path, base: str, fail_on: str) -> subprocess.CompletedProcess:
     env.update({k: str(v) for k, v in env_block.items()})
     env.update({"FAIL_ON_PCT": fail_on, "OPSCREEN_RUN_ARGS": "--backend cpu --devices 0",
                 "OPSCREEN_CACHE_DIR": str(ws / "cache"), "OPSCREEN_FLOORS_DIR": os.environ.get("OPSCREEN_FLOORS_DIR", "")})
+    env.update(extra)
     return subprocess.run(["bash", "-e", "-c", script], cwd=ws, env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -109,6 +110,7 @@ def test_a_pull_request_that_slows_one_op_fails_the_gate(workspace):
     assert selected_ops(workspace) == ["relu"] and selected_ops(workspace, "base-ops.txt") == ["relu"]
     assert "src/minigems/__init__.py (names _relu): relu" in r.stderr
     assert "FAIL" in r.stdout and (workspace / "gate" / "compare.csv").is_file()
+    assert not (workspace / "gate" / "head-resolve").exists()  # a called regression needs no resolve round
     for side in ("head", "base"):
         status = (workspace / "gate" / side / "ops_status.csv").read_text().splitlines()
         assert len(status) == 2 and status[1].startswith("relu,"), status
@@ -136,3 +138,25 @@ def test_an_op_the_pull_request_adds_is_screened_on_the_head_only(workspace):
     assert selected_ops(workspace) == ["relu_twice"]
     assert "1 ops are new in the head (no base to compare): relu_twice" in r.stderr
     assert "every selected op is new in the head" in r.stderr
+
+
+def test_rows_left_unresolved_are_screened_again_in_more_processes(workspace):
+    """A change that keeps relu's speed: on a shared CPU its rows come out unresolved, so the
+    gate runs relu again in RESOLVE_REPEATS fresh processes on both sides and that comparison
+    (a test over processes) decides; the workflow turns the round on."""
+    env_block, _ = workflow_steps()
+    assert int(env_block["RESOLVE_REPEATS"]) >= 2
+    base = head_commit(workspace, {"src/minigems/__init__.py": (RELU, "    y = torch.clamp_min(x, 0)\n    return y\n")})
+    r = run_gate(workspace, base, "50", RESOLVE_REPEATS="2")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    gate = workspace / "gate"
+    assert selected_ops(workspace) == ["relu"] and selected_ops(workspace, "unresolved.txt") == ["relu"]
+    assert "== resolve: the ops with unresolved rows again, 2 fresh processes each" in r.stdout
+    for side in ("base", "head"):
+        ident = yaml.safe_load((gate / f"{side}-resolve" / "run_identity.json").read_text())
+        assert ident["caliber"]["repeats"] == 2 and ident["caliber"]["isolation"] == "op", ident["caliber"]
+    text = (gate / "compare-resolve.csv").read_text()
+    assert text.count("\nrelu,") == text.count("\n") - 1 > 0  # relu's rows only
+    assert "basis" in text.splitlines()[0] and ",repeats," in text  # judged over processes
+    bad = run_gate(workspace, base, "50", RESOLVE_REPEATS="two")
+    assert bad.returncode == 2 and "RESOLVE_REPEATS=two" in bad.stderr

@@ -77,8 +77,26 @@ def add_arguments(p) -> None:
                    help="with --fail-on: 'ignore' (default) fails only on regressions that pass the rule and on "
                         "broken rows; 'fail' also counts unresolved and pick rows as failing")
     p.add_argument("--out", metavar="FILE", help="compare.csv path (default: B/compare.csv)")
+    p.add_argument("--write-unresolved", metavar="FILE",
+                   help="write the ops with unresolved rows to FILE, one per line (an --ops-file): screen them again "
+                        "with --repeats 3 on both sides and compare those runs, as Pinpoint adds attempts while its "
+                        "answer is unknown (scripts/opscreen-gate.sh does)")
     p.add_argument("--top", type=int, default=10, metavar="N", help="rows in the regression/improvement lists (default 10)")
     p.add_argument("--rebuild", action="store_true", help="re-make both summaries even when summary.json exists")
+
+
+def write_unresolved(c, path: str, source: str) -> list[str]:
+    """``--write-unresolved FILE``: the ops of ``c``'s unresolved rows, most unresolved rows first,
+    in ``--ops-file`` form; the ops."""
+    from collections import Counter
+
+    from ..fsio import atomic_write_text
+
+    count = Counter(r.op for r in c.unresolved())
+    ops = sorted(count, key=lambda op: (-count[op], op))
+    head = f"# {source}: {len(ops)} ops with {sum(count.values())} unresolved rows\n"
+    atomic_write_text(Path(path).expanduser(), head + "".join(f"{op}\n" for op in ops))
+    return ops
 
 
 def run(args) -> int:
@@ -100,6 +118,8 @@ def run(args) -> int:
         raise UsageError(f"--top {args.top}: give 0 or more rows")
     if args.out is not None:
         check_out_file(args.out, "--out", "compare.csv")
+    if args.write_unresolved is not None:
+        check_out_file(args.write_unresolved, "--write-unresolved", "unresolved.txt")
     table = noise.load(args.floors) if args.floors else (False if args.no_floors else True)
     # nothing is written before the caliber check: a refused comparison leaves A and B as they were
     (a, a_built), (b, b_built) = load_or_build(args.a, rebuild=args.rebuild), load_or_build(args.b, rebuild=args.rebuild)
@@ -116,6 +136,11 @@ def run(args) -> int:
     c.write_csv(out)
     print(format_comparison(c, top=args.top))
     print(f"\nwrote {out}")
+    if args.write_unresolved is not None:
+        ops = write_unresolved(c, args.write_unresolved, f"opscreen compare {args.a} {args.b}")
+        print(f"wrote {args.write_unresolved}: {len(ops)} ops with unresolved rows"
+              + (f" (opscreen run --repeats 3 --ops-file {args.write_unresolved} on both sides, then compare those)"
+                 if ops else ""))
     failing = c.failing(fail_on, args.unresolved)
     n_un = sum(1 for r in failing if r.verdict.value in ("unresolved", "pick"))
     if failing:
