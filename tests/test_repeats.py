@@ -374,14 +374,14 @@ def test_a_cpu_run_of_an_older_opscreen_resumes_only_as_recorded(tmp_path, monke
     for key in ("OPSCREEN_TARGET_CI", "OPSCREEN_HOST_MALLOC", "OPSCREEN_REST_RATIO"):
         monkeypatch.delenv(key, raising=False)
     cpu, older = resolve("cpu"), {"timing": {"max_time_s": 0.1, "min_samples": 5}}
-    with pytest.raises(UsageError, match="to measure the rest as recorded: OPSCREEN_HOST_MALLOC=system "
-                                         "OPSCREEN_TARGET_CI=0$"):
+    with pytest.raises(UsageError, match=r"to measure the rest as recorded: OPSCREEN_HOST_MALLOC=system "
+                                         r"OPSCREEN_TARGET_CI=0\); resuming would mix measurements: use another --out$"):
         _refuse_other_timing(tmp_path, older, cpu, "wallclock")
     monkeypatch.setenv("OPSCREEN_TARGET_CI", "0")
     monkeypatch.setenv("OPSCREEN_HOST_MALLOC", "system")
     _refuse_other_timing(tmp_path, older, cpu, "wallclock")  # knobs at their defaults measure as recorded
     monkeypatch.setenv("OPSCREEN_REST_RATIO", "0")  # a knob the run left at its default
-    with pytest.raises(UsageError, match="as recorded: OPSCREEN_REST_RATIO=1$"):
+    with pytest.raises(UsageError, match="as recorded: OPSCREEN_REST_RATIO=1\\); resuming"):
         _refuse_other_timing(tmp_path, older, cpu, "wallclock")
     monkeypatch.delenv("OPSCREEN_REST_RATIO")
     with pytest.raises(UsageError, match="timing knobs") as err:  # the run set a knob this one does not

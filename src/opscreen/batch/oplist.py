@@ -38,9 +38,10 @@ def resolve_targets(suite, ops: list[str]) -> dict:
             targets[op] = suite.resolve(op)
         except UsageError as exc:
             errors.append(str(exc))
-    if errors:
-        head = f"{len(errors)} of {len(ops)} ops cannot be run; nothing was started:"
-        raise UsageError(head + "\n  " + "\n  ".join(errors))
+    if errors:  # one line: the first few, then how many more
+        shown_ = "; ".join(errors[:5]) + (f"; and {len(errors) - 5} more" if len(errors) > 5 else "")
+        raise UsageError(f"{len(errors)} of {len(ops)} ops cannot be run, nothing was started: {shown_} "
+                         "(opscreen inventory lists the suite's ops)")
     return targets
 
 

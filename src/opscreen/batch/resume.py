@@ -38,8 +38,13 @@ def refuse_other_timing(out: Path, recorded: dict, backend, planned: str) -> Non
     if planned == "graph" and method != TIMING_METHOD:
         clash.append(f"timing method: recorded {method}, this opscreen measures with {TIMING_METHOD} (docs/timing.md)")
     if clash:
-        raise UsageError(f"{out} was measured with other settings; resuming would mix measurements "
-                         "(use another --out):\n  " + "\n  ".join(clash))
+        raise _mixed(out, clash)
+
+
+def _mixed(out: Path, clash: list[str]) -> UsageError:
+    """One line: what the recorded run and this session differ in."""
+    return UsageError(f"{out} was measured with other settings ({'; '.join(clash)}); resuming would mix "
+                      "measurements: use another --out")
 
 
 def _effective(timing: dict) -> dict:
@@ -101,8 +106,7 @@ def refuse_clashes(out: Path, resolved: S.Resolved, recorded: dict, asked_backen
     if asked_suite and recorded.get("suite_root") and str(Path(asked_suite).expanduser().resolve()) != recorded["suite_root"]:
         clash.append(f"suite: recorded {recorded['suite_root']}, asked {Path(asked_suite).resolve()}")
     if clash:
-        raise UsageError(f"{out} was measured with other settings; resuming would mix measurements "
-                         "(use another --out):\n  " + "\n  ".join(clash))
+        raise _mixed(out, clash)
 
 
 def refuse_moved_suite(out: Path, existing: dict | None, suite) -> None:

@@ -155,12 +155,11 @@ class CaliberCheck:
         return not self.refused
 
     def refusal_text(self) -> str:
-        lines = ["the runs were measured differently; refusing to compare them:"]
-        for f, a, b in self.refused:
-            lines.append(f"  {f}: A {_show(a)}, B {_show(b)}")
+        """One line: what differs, and the flags that compare anyway."""
+        what = "; ".join(f"{f}: A {_show(a)}, B {_show(b)}" for f, a, b in self.refused)
         names = " ".join(f"--allow-mismatch {f}" for f, _, _ in self.refused)
-        lines.append(f"pass {names} to compare them anyway (the difference becomes the axis of the comparison)")
-        return "\n".join(lines)
+        return (f"the runs were measured differently ({what}); refusing to compare them: pass {names} to compare "
+                "them anyway (the difference becomes the axis of the comparison)")
 
 
 def _show(v: Any) -> str:
