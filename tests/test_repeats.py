@@ -143,10 +143,11 @@ def test_merge_record_logs_aligns_cases_some_processes_lack():
 # -- compare ----------------------------------------------------------------------------
 
 
-def summary_of(speedup, spread):
+def summary_of(speedup, spread, noise_pct=0.05):
     d = dict.fromkeys(COLUMNS)
     d.update(op="abs", test="", dtype="float16", shape="[[64,64]]", status="ok", speedup=speedup,
-             torch_noise_pct=0.05, lib_noise_pct=0.05, speedup_spread=spread, repeats=3 if spread is not None else None)
+             torch_noise_pct=noise_pct, lib_noise_pct=noise_pct, speedup_spread=spread,
+             repeats=3 if spread is not None else None)
     return Summary(kind="op", name="x", identity={}, caliber={"timer": "graph"}, ops=[], rows=[[d[c] for c in COLUMNS]])
 
 
@@ -173,6 +174,18 @@ def test_compare_widens_the_band_to_the_spread_between_processes():
     beyond = compare_summaries(summary_of(1.0, 0.005), summary_of(0.96, 0.005), table=False).rows[0]
     assert beyond.verdict == Verdict.SLOWER and beyond.basis == "repeats"
     assert beyond.band == pytest.approx(welch(0.005, 0.005), rel=1e-6) and beyond.band < 0.04
+    # samples 30 % apart within each process (a shared CPU), medians 0.5 % apart over the
+    # processes: the processes are the samples, and one process's noise does not set the band
+    host = compare_summaries(summary_of(1.0, 0.005, 30.0), summary_of(0.96, 0.005, 30.0), table=False).rows[0]
+    assert host.basis == "repeats" and host.band == pytest.approx(beyond.band) and host.verdict == Verdict.SLOWER
+    single = compare_summaries(summary_of(1.0, None, 30.0), summary_of(0.96, None, 30.0), table=False).rows[0]
+    assert single.basis == "samples" and single.band > 0.5 and single.verdict == Verdict.UNRESOLVED
+    # no table for the device, and the default set no band: said so, never "--no-floors"
+    from opscreen.results.compare import format_comparison
+
+    text = format_comparison(compare_summaries(summary_of(1.0, None, 30.0), summary_of(0.96, None, 30.0)))
+    assert "the conservative default set no row's band here" in text and "--no-floors" not in text
+    assert "--no-floors" in format_comparison(compare_summaries(summary_of(1.0, None), summary_of(0.96, None), table=False))
 
 
 def test_summary_says_how_far_processes_disagreed():

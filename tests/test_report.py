@@ -552,6 +552,16 @@ def test_advice_names_the_remedy_of_each_band_source():
     cmd = rerun_command(ops)
     assert cmd.startswith("opscreen run --repeats 3 --ops op0,op1,") and f"first {COMMAND_OPS} of {len(ops)} ops" in cmd
     assert f"op{COMMAND_OPS}," not in cmd and rerun_command([]) == ""
+    # for a run: its backend, and its suite and Python where it did not take the defaults; a band
+    # no floors table set is narrowed by calibrating, not by more processes
+    from opscreen.results.summary import Summary
+
+    st = {"backend": "cuda", "suite_root": "/x/FlagGems", "python": "/x/gems/bin/python",
+          "provenance": {"suite": "flag", "python": "default"}}
+    s = Summary(kind="run", name="r", identity={"settings": st}, caliber={}, ops=[], rows=[])
+    assert rerun_command(["abs"], s, "samples") == "opscreen run --backend cuda --suite /x/FlagGems --repeats 3 --ops abs --out RUN_DIR"
+    assert rerun_command(["abs"], s, "floors-default") == "opscreen calibrate --backend cuda --suite /x/FlagGems --sample 30"
+    assert rerun_command(["abs"], s, "samples+floors-default").startswith("opscreen calibrate")
 
 
 def test_against_marks_the_rows_of_ops_that_did_not_pass_on_either_side(tmp_path):

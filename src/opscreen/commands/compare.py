@@ -151,8 +151,9 @@ def run(args) -> int:
         print(f"FAIL: {len(failing)} rows regressed by at least {fail_on:g}% or broke{what}{un}")
         return 1
     if fail_on is not None and c.unresolved():
-        print(f"note: {len(c.unresolved())} unresolved rows passed (--unresolved ignore); --repeats 3 on both runs, "
-              "or opscreen calibrate on this device, narrows their bands")
+        from ..results.compare import narrowing
+
+        print(f"note: {len(c.unresolved())} unresolved rows passed (--unresolved ignore); {narrowing(c)}")
     if fail_on is not None:
         print(f"PASS: no row regressed by {fail_on:g}% or more beyond its band, none broke")
     return 0

@@ -27,11 +27,11 @@ default metric ``speedup`` a positive change means B is faster relative to torch
 docs/results.md has the rule with a row checked by hand):
 
 - each judged quantity has a *band*, the widest of: ``samples`` (``k`` x the two runs'
-  combined noise of the samples, :data:`DEFAULT_K`; ``threshold`` for rows without noise), the
+  combined noise of the samples, :data:`DEFAULT_K`; ``threshold`` for rows without noise), or,
+  with ``--repeats`` on both runs, the test over processes instead (``repeats``: Welch's t on
+  each run's per-process range; the per-process medians are then the samples), the
   row's cell of the device's floors table (``floors``, or ``floors-default`` from the
-  conservative table; :mod:`opscreen.results.noise`), the test over processes of
-  ``--repeats`` (``repeats``: Welch's t on each run's per-process range) and an A/A
-  floor (``aa``, ``--aa FILE``);
+  conservative table; :mod:`opscreen.results.noise`) and an A/A floor (``aa``, ``--aa FILE``);
 - on one device model each side is judged on its own band (``side``): the library
   moved alone -> ``faster``/``slower``; torch moved alone -> ``unresolved``, basis
   ``baseline``; both -> the speedup's band decides; neither -> ``same`` when the
@@ -299,6 +299,7 @@ class Comparison:
     alpha: float = DEFAULT_ALPHA
     picks: dict[str, list[dict]] = field(default_factory=dict)  # op -> winners A and B chose differently
     history: str = "rerun"
+    use_floors: bool = True  # False: --no-floors (no floors band at all)
 
     @property
     def margin(self) -> float:
@@ -533,10 +534,17 @@ def _samples_noise(ra: list, rb: list, q: str, metric: str) -> float | None:
 
 def _band(q: str, cr: CompareRow, ra: list, rb: list, metric: str, ctx: dict) -> tuple[float, str, str | None]:
     """Quantity ``q``'s band (|ln ratio|), the source that set it, and the floors cell: the
-    widest of its samples' noise (else the threshold), its floors cell, the test over
-    processes (--repeats) and an A/A floor (--aa, speedup only)."""
-    noise = _samples_noise(ra, rb, q, metric)
-    cands = [(ctx["k"] * noise, "samples")] if noise is not None else [(ctx["threshold"], "threshold")]
+    widest of its floors cell, an A/A floor (--aa, speedup only) and, with --repeats on both
+    sides, the test over processes, else its samples' noise (else the threshold). With
+    repeats the per-process medians are the samples (asv, pyperf): their spread already
+    holds each median's own sampling error, so the noise of one process's samples, which
+    no number of processes narrows, does not set the band twice."""
+    pt = _process_test_band(ra, rb, "lib" if metric == "lib_ms" else q, ctx["alpha"])
+    if pt is not None:
+        cands = [(pt, "repeats")]
+    else:
+        noise = _samples_noise(ra, rb, q, metric)
+        cands = [(ctx["k"] * noise, "samples")] if noise is not None else [(ctx["threshold"], "threshold")]
     label = None
     if ctx["use_floors"]:
         cell, basis = ctx["cell"]  # the row's floors cell, looked up once for all its quantities
@@ -544,9 +552,6 @@ def _band(q: str, cr: CompareRow, ra: list, rb: list, metric: str, ctx: dict) ->
             scale = "lib" if metric == "lib_ms" and q == "speedup" else q
             cands.append((cell.band(scale, _repeats(ra), _repeats(rb), ctx["alpha"]), basis))
             label = cell.label()
-    pt = _process_test_band(ra, rb, "lib" if metric == "lib_ms" else q, ctx["alpha"])
-    if pt is not None:
-        cands.append((pt, "repeats"))
     aa = (ctx["floors"] or {}).get(cr.op) if q == "speedup" else None
     if aa is not None:
         cands.append((aa, "aa"))
@@ -725,7 +730,7 @@ def compare_summaries(
         out.append(cr)
     return Comparison(a=a, b=b, check=chk, rows=out, metric=metric, k=k, threshold=threshold, min_change=min_change,
                       floors=dict(floors or {}), max_band=max_band, table=table if use_floors else None, alpha=alpha,
-                      picks=picks, history=history)
+                      picks=picks, history=history, use_floors=use_floors)
 
 
 # ---------------------------------------------------------------- text report
@@ -811,17 +816,20 @@ def _floors_lines(c: Comparison) -> list:
     """Which floors table the bands were widened to, and where it came from."""
     t = c.table
     used = {r.basis for r in c.rows}
-    if t is None and "floors-default" not in used:
+    if not c.use_floors:
         return ["floors: none (--no-floors): bands from the runs' own samples and repeats only"]
     if t is None:
         dev = device_of(c.b) or "this device"
+        if "floors-default" not in used:
+            return [f"floors: no table for {dev}; the conservative default set no row's band here "
+                    "(`opscreen calibrate` measures this device's table)"]
         return [f"floors: no table for {dev}: a conservative default decided (rows with basis floors-default); "
                 "`opscreen calibrate` measures this device's table"]
     p = t.provenance or {}
     shipped = t.path and Path(t.path).resolve().parent == _noise.floors_dirs()[-1].resolve()
     src = "shipped with opscreen" if shipped else (t.path or "given")
-    return [f"floors: {t.name} ({src}): {p.get('device_name')}, driver {p.get('driver_version')}, torch "
-            f"{p.get('torch_version')}, triton {p.get('triton_version')}, suite {str(p.get('suite_commit') or '?')[:10]}, "
+    return [f"floors: {t.name} ({src}): {p.get('device_name')}, driver {p.get('driver_version') or '?'}, torch "
+            f"{p.get('torch_version') or '?'}, triton {p.get('triton_version') or '?'}, suite {str(p.get('suite_commit') or '?')[:10]}, "
             f"{len(p.get('ops') or [])} ops, {_seeds_text(p)}, made {str(p.get('made', '?'))[:10]}; "
             f"history {_histories(c)}"]
 
@@ -863,7 +871,8 @@ def _verdict_lines(c: Comparison) -> list:
     L.append(
         f"verdict rule ({c.metric}, d = ln(B/A)): band = the widest of samples ({c.k:g} x combined noise; rows without "
         f"noise: {c.threshold * 100:g}%), floors (the wider of t(ops-1) x rms and the op-weighted 1-alpha/2 quantile of the row's floors cell, alpha {c.alpha:g}; "
-        "/sqrt of the processes with --repeats), repeats (Welch t over processes)"
+        "/sqrt of the processes with --repeats), repeats (Welch t over processes, in place of samples when both runs "
+        "have --repeats)"
         + (f", aa (the A/A drift of {len(c.floors)} ops, --aa)" if c.floors else "")
         + f"; faster/slower when |d| > band and |d| >= {c.min_change * 100:g}% (pick when the op's autotune picks "
         f"differ); same when |d| + band <= {c.margin * 100:g}% (--margin); else unresolved"
@@ -930,14 +939,22 @@ def _rows_table(title: str, rows: list[CompareRow], ms: bool) -> list:
     return L
 
 
+def narrowing(c: Comparison) -> str:
+    """What narrows the unresolved rows' bands, given how A and B were measured."""
+    n = min(int((s.caliber or {}).get("repeats") or 1) for s in (c.a, c.b))
+    more = (f"more processes than --repeats {n} narrow the repeats bands" if n > 1
+            else "--repeats 3 on both runs tests over processes and narrows floors bands by about 1/sqrt(3)")
+    return f"{more}; opscreen calibrate measures this device's floors table"
+
+
 def _unresolved_table(c: Comparison, top: int) -> list:
     """Rows whose band is too wide to see a change in, widest band first."""
     un = c.unresolved()
     if not un:
         return []
     title = (f"unresolved ({len(un)} rows: a change inside its band whose interval reaches past ±{c.margin * 100:g}%, "
-             "or, basis baseline, torch's latency moved and the library's did not; --repeats 3 on both runs narrows "
-             "floors bands by about 1/sqrt(3), opscreen calibrate measures this device's own), widest band first:")
+             f"or, basis baseline, torch's latency moved and the library's did not; {narrowing(c)}), widest band first"
+             + (f" ({top} shown, --top)" if len(un) > top else "") + ":")
     L = _rows_table(title, un[:top], c.metric == "speedup")
     thin = thin_cells(c, un)
     if thin:

@@ -718,10 +718,29 @@ def _headline(p: _Page) -> str:
 COMMAND_OPS = 20  # ops named in a suggested command; the cases table's filters find the rest
 
 
-def rerun_command(ops: list[str]) -> str:
-    """``opscreen run --repeats 3`` for the first :data:`COMMAND_OPS` of ``ops``."""
+def _where(s: Summary | None) -> str:
+    """``--backend B`` and, where the run did not take the defaults, ``--suite`` and ``--python``:
+    what a command for the same device and suite needs (from the run's recorded settings)."""
+    st = ((s.identity or {}).get("settings") or {}) if s is not None else {}
+    prov = st.get("provenance") or {}
+    words = [f"--backend {st['backend']}"] if st.get("backend") else []
+    for key, flag in (("suite_root", "--suite"), ("python", "--python")):
+        if st.get(key) and prov.get(flag[2:], "default") != "default":
+            words.append(f"{flag} {st[key]}")
+    return "".join(f" {w}" for w in words)
+
+
+def rerun_command(ops: list[str], s: Summary | None = None, basis: str | None = None) -> str:
+    """What narrows the bands of ``ops``' unresolved rows, as a command for ``s``'s device and
+    suite: ``opscreen calibrate`` where no floors table (or an A/A report) decided, else
+    ``opscreen run --repeats 3`` of the first :data:`COMMAND_OPS` of ``ops`` (on each side)."""
+    if not ops:
+        return ""
+    last = [x.strip() for x in (basis or "").split("+") if x.strip()][-1:]
+    if last and last[0] in ("floors-default", "aa"):
+        return f"opscreen calibrate{_where(s)} --sample 30"
     more = f"   # the first {COMMAND_OPS} of {len(ops)} ops" if len(ops) > COMMAND_OPS else ""
-    return f"opscreen run --repeats 3 --ops {','.join(ops[:COMMAND_OPS])} --out RUN_DIR{more}" if ops else ""
+    return f"opscreen run{_where(s)} --repeats 3 --ops {','.join(ops[:COMMAND_OPS])} --out RUN_DIR{more}"
 
 
 def _unresolved_ctx(p: _Page) -> dict:
@@ -731,7 +750,7 @@ def _unresolved_ctx(p: _Page) -> dict:
         "line": f"unresolved: {u['rows']} ok rows whose band ({u['k']:g} × the recorded noise, or the --repeats "
                 f"spread) is wider than ±{100 * u['max_band']:g}%: a change within it cannot be told from noise",
         "rows": u["rows"], "ops": [(p.op_cell(op), n, p.ops[op].ok_rows if op in p.ops else None) for op, n in ops],
-        "command": rerun_command([op for op, _ in ops]),
+        "command": rerun_command([op for op, _ in ops], p.s),
     }  # fmt: skip
 
 
@@ -943,7 +962,7 @@ def unresolved_groups(c: Comparison) -> list[dict]:
             n[r.op] = n.get(r.op, 0) + 1
         ops = sorted(n, key=lambda op: (-n[op], op))  # most rows first
         out.append({"basis": basis, "rows": len(rows), "ops": len(ops), "advice": basis_advice(basis),
-                    "command": rerun_command(ops)})
+                    "command": rerun_command(ops, c.b, basis)})
     return out
 
 
@@ -984,7 +1003,8 @@ def _rule_note(c: Comparison) -> str:
     return (
         f"metric: {c.metric}; a row's band is the widest of its sources (named under each band): its samples "
         f"({c.k:g} × their combined noise; {c.threshold * 100:g}% for rows without noise), the floors table of the noise "
-        "between processes, the test over the processes of --repeats. Faster or slower when the change is beyond "
+        "between processes, the test over the processes of --repeats (in place of the samples' noise when both "
+        "runs have them). Faster or slower when the change is beyond "
         f"the band and at least {c.min_change * 100:g}% (pick instead when the op's autotuners chose different "
         f"configs); same when change ± band lies within ±{m:g}% (the margin); a row whose change ± band reaches "
         f"wider than ±{m:g}% is unresolved unless its change is beyond its band."
