@@ -351,3 +351,14 @@ def test_asv_step_detect_is_loaded_without_asvs_plugins():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr
     assert int(res.stdout) >= 2  # the step is there
+
+
+def test_a_case_missing_from_a_run_keeps_its_place_in_the_series():
+    """history's values line up with its runs table: '-' where a run does not hold the case."""
+    from opscreen.store.history import CaseHistory, Point
+
+    case = CaseHistory(op="abs", variant="", dtype="float16", shape="[[64]]", test=None,
+                       points=[Point(run=0, value=1.0, status="ok"), Point(run=2, value=None, status="failed"),
+                               Point(run=3, value=1.25, status="ok")])
+    assert series_text(case, 5) == "1.000 - F 1.250 -"
+    assert series_text(case) == "1.000 F 1.250"  # without the run count: only the runs that hold it

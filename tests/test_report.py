@@ -679,3 +679,19 @@ def test_the_identity_and_device_sections_read_versions_from_the_ops_own_identit
     # an op dir has no ops of its own: its identity stands
     one = build_summary(tmp_path / "on" / "ops" / "var")
     assert dict(identity_items(one))["torch"] == "2.11.0+cu130"
+
+
+def test_the_fallback_note_names_the_timers_a_run_used(tmp_path):
+    """No row fell back: a graph-timed run says so, a host-timed (CPU) run names its timer
+    instead of claiming its rows were graph-timed."""
+    make_run(tmp_path / "r", n_ops=2, seed=1, fail_rate=0, timeout_rate=0, fatal_rate=0)
+    s = build_summary(tmp_path / "r")
+    for o in s.ops:
+        o.fallbacks = []  # the synthetic run's fallback rows aside: no row fell back
+    for r in s.rows:
+        r[COL["torch_timer"]] = r[COL["lib_timer"]] = "graph"
+    assert "every timed row was graph-timed." in render_report(s, tmp_path / "a.html")
+    for r in s.rows:
+        r[COL["torch_timer"]] = r[COL["lib_timer"]] = "wallclock"
+    html = render_report(s, tmp_path / "b.html")
+    assert "rows were timed with wallclock." in html and "graph-timed" not in html

@@ -265,7 +265,9 @@ def test_fit_and_compare_keep_two_chips_apart():
     one_gpu = noise.FloorsTable(name="one gpu", match=".*", cells=[cells["rerun"]])
     c = compare_summaries(a, b, table=one_gpu)
     assert {r.floors.split("/")[0] for r in c.rows} == {"rerun"}
-    assert "has no chip cells (made on one GPU)" in format_comparison(c)
+    assert "has no chip cells (made on one device)" in format_comparison(c)
+    text = format_comparison(compare_summaries(a, b, table=False))  # no table: no cells to speak of
+    assert "which no band here covers" in text and "chip cells" not in text
     # the conservative default has chip cells as wide as its rerun cells
     d = noise.conservative()
     assert d.cell("chip", "graph", 0.005).band() == d.cell("rerun", "graph", 0.005).band()

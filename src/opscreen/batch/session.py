@@ -181,7 +181,7 @@ class BatchRunner:
         extra = [o for o in c.dismissed if o not in done]
         total = len(set(c.ops) | set(done)) + len(extra)
         header = (
-            f"opscreen run: {len(todo)} ops to run on {c.backend.name} devices "
+            f"opscreen run: {len(todo)} op{'s' if len(todo) != 1 else ''} to run on {c.backend.name} devices "
             f"{','.join(map(str, c.devices))}; {len(done)} already complete; {len(c.dismissed)} dismissed; "
             f"run dir {j.root}"
         )

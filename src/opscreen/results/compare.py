@@ -805,11 +805,11 @@ def _chip_note(c: Comparison) -> str:
     if chip:
         return (f"chips of one model differ on a case by a few %: {len(chip)} rows were judged by the floors "
                 "table's chip cells (two chips of one model)")
-    if c.history == "rerun" and any((r.floors or "").startswith("rerun/") for r in c.rows):
+    if c.table is not None and c.history == "rerun" and any((r.floors or "").startswith("rerun/") for r in c.rows):
         return ("chips of one model differ on a case by a few %, and this floors table has no chip cells (made on "
-                "one GPU): those rows were judged by its rerun cells, which under-cover them; `opscreen calibrate` "
-                "on two or more GPUs measures them")
-    return "chips of one model can differ on a case by a few %, which no band here covers"
+                "one device): those rows were judged by its rerun cells, which under-cover them; `opscreen calibrate` "
+                "on two or more devices measures them")
+    return "devices of one model can differ on a case by a few %, which no band here covers"
 
 
 def _floors_lines(c: Comparison) -> list:
@@ -901,8 +901,10 @@ def _verdict_lines(c: Comparison) -> list:
         for op, diffs in sorted(c.picks.items())[:10]:
             L.append(f"  {op}: {_pick_text(diffs)}")
     g = c.geomean_ratio()
-    ga, gb = c.a.geomeans()["overall"], c.b.geomeans()["overall"]
-    L.append(f"geometric-mean speedup: A {_f3(ga)}  B {_f3(gb)}   B/A over joined rows {_f3(g)}")
+    ma, mb = c.a.geomeans(), c.b.geomeans()
+    joined = sum(1 for r in c.rows if r.change is not None)
+    L.append(f"geometric-mean speedup: A {_f3(ma['overall'])} over its {ma['rows']} ok rows, B {_f3(mb['overall'])} "
+             f"over its {mb['rows']}; B/A over the {joined} rows both measured {_f3(g)}")
     return L
 
 
@@ -931,7 +933,7 @@ def _rows_table(title: str, rows: list[CompareRow], ms: bool) -> list:
     for r in rows:
         t.row(
             _chg(r.change), (_chg(r.judged) + f" {r.side}") if r.judged is not None and r.side != "speedup" else "",
-            ("±" + format(r.band * 100, ".1f")) if r.band is not None else "-", _basis_cell(r),
+            ("±" + format(r.band * 100, ".1f") + "%") if r.band is not None else "-", _basis_cell(r),
             r.op + (f" {r.variant}" if r.variant else ""), r.dtype,
             _f3(r.a_speedup if ms else r.a_lib_ms), _f3(r.b_speedup if ms else r.b_lib_ms), _short_shape(r.shape),
         )

@@ -404,10 +404,10 @@ def write(table: FloorsTable, path: str | Path) -> Path:
 
 def format_table(table: FloorsTable) -> list[str]:
     """The table as text lines: one per cell, the figures in percent."""
-    lines = [f"floors table: {table.name} (devices matching {table.match!r})"]
+    lines = [f"floors table: {table.name} (devices matching the regular expression {table.match})"]
     for c in table.cells:
         q = " ".join(f"{n} {getattr(c, n) * 100:.2f}" for n in ("p50", "p90", "p99", "max") if getattr(c, n) is not None)
-        lines.append(f"  {c.label():<22} rows {c.rows:4d} ops {c.ops:3d}  |d| {q}  bands ±: speedup "
+        lines.append(f"  {c.label():<22} rows {c.rows:4d} ops {c.ops:3d}  |d| % {q}  bands ±: speedup "
                      f"{c.band() * 100:.2f}%, torch {c.band('torch') * 100:.2f}%, lib {c.band('lib') * 100:.2f}% "
                      f"(alpha {c.alpha:g})")
     return lines

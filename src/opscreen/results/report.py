@@ -878,8 +878,10 @@ def fallback_ctx(p: _Page) -> dict:
                              Cell(why, "reason")]))  # fmt: skip
     cols = [Col("op"), Col("side"), Col("rows", True), Col("phase"), Col("timer"),
             Col("host x", True, "the host-inclusive latency over the device figure"), Col("why")]  # fmt: skip
+    timers = sorted({str(r[COL[k]]).split(":")[0] for r in p.s.rows if r[COL["status"]] == "ok"
+                     for k in ("torch_timer", "lib_timer") if r[COL[k]]})
     return {"table": Table(cols, rows) if rows else None, "ops": len({r.cells[0].text for r in rows}),
-            "mixed": mixed_rows(p.s)}
+            "mixed": mixed_rows(p.s), "timers": ", ".join(timers)}
 
 
 def autotune_ctx(p: _Page, comparison: Comparison | None) -> dict:

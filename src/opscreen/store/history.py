@@ -426,13 +426,19 @@ def _fmt(v: float) -> str:
     return f"{v:.4g}" if v < 1e-3 or v >= 1e4 else f"{v:.3f}" if v < 100 else f"{v:.1f}"
 
 
-def series_text(case: CaseHistory) -> str:
+def series_text(case: CaseHistory, runs: int | None = None) -> str:
     """The case's values in run order: ``|`` before a change point's first run (none in a
-    flaky case), ``F`` failed,
-    ``.`` a row without a value; runs that do not hold the case are left out."""
+    flaky case), ``F`` failed, ``.`` a row without a value; with ``runs`` (the history's run
+    count) ``-`` for each run that does not hold the case, so that the values line up with
+    the runs table, else those runs are left out."""
     cuts = set() if case.flaky else {c.at for c in case.changes}  # a flaky case's steps are no changes
+    at = {p.run: p for p in case.points}
     out = []
-    for p in case.points:
+    for i in range(runs) if runs is not None else (p.run for p in case.points):
+        p = at.get(i)
+        if p is None:
+            out.append("-")
+            continue
         if p.run in cuts:
             out.append("|")
         out.append(_fmt(p.value) if p.value is not None else "F" if p.status == "failed" else ".")
@@ -484,11 +490,11 @@ def format_history(h: History, op: str | None, *, show_all: bool = False, like=N
     shown = h.cases if (op or show_all) else [c for c in h.cases if c.changes or c.flaky]
     L += ["", f"series: {len(h.cases)} cases" + ("" if shown is h.cases else
           f", {len(shown)} shown (those with change points or flaky; --all shows every case)")
-          + " ('|' a change point, 'F' failed, '.' no value)"]
+          + " ('|' a change point, 'F' failed, '.' no value, '-' not in that run)"]
     t = Grid("op", "dtype", "shape", "band>", "values")
     for c in shown:
         t.row(c.op + (f" ({c.variant})" if c.variant else ""), c.dtype, c.shape, f"±{c.band * 100:.2f}%",
-              series_text(c))
+              series_text(c, len(h.runs)))
     if shown:
         L.append(t)
     n = sum(len(c.changes) for c in changed)

@@ -73,7 +73,7 @@ _INDEX = _ENV.from_string("""<!doctype html>
 </tbody></table>
 <h2>Runs</h2>
 <table><thead><tr><th class="n">#</th><th>commit</th><th>started</th><th>run</th></tr></thead><tbody>
-{% for r in runs %}<tr><td class="n">{{ loop.index0 }}</td><td><code>{{ r.suite_commit }}</code></td>
+{% for r in runs %}<tr><td class="n">{{ loop.index0 }}</td><td><code>{{ r.suite_commit or "?" }}</code></td>
 <td>{{ r.started_at }}</td><td>{{ r.name }}</td></tr>{% endfor %}
 </tbody></table>
 <script>
