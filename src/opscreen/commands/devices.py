@@ -144,7 +144,7 @@ def print_peaks(rec: dict) -> None:
               f"table, {sf['convention']}" + (f"; {sf['note']}" if sf.get("note") else ""))
     else:
         print(f"  spec FLOPs: unknown ({sf.get('why')})")
-    print(f"  measured: median of {copy.get('reps', '-')} copies, {m.get('threads')} torch threads, timer {m.get('timer')}")
+    print(f"  measured: median of {copy.get('reps', '-')} copies, {m.get('threads')} torch thread(s), timer {m.get('timer')}")
 
 
 def _pct(v) -> str:

@@ -190,7 +190,7 @@ def run(args) -> int:
             " (declared)" if co.get("commit_source") == "declared" else "")
         sys.stderr.write(
             f"{co['name']} @ {commit}: {co['files']} files, {co['tests']} tests, {co['ops']} ops, "
-            f"{len(co['files_whose_stem_is_not_a_marker'])} files whose stem is not a marker; {how}\n"
+            f"{len(co['files_whose_stem_is_not_a_marker'])} file(s) whose stem is not a marker; {how}\n"
         )
     sys.stderr.write(
         f"ops: {s['ops']} (verified by collect: {s['verified_by_collect']}, by scan only: {s['verified_by_scan']}); "

@@ -946,7 +946,7 @@ def narrowing(c: Comparison) -> str:
     n = min(int((s.caliber or {}).get("repeats") or 1) for s in (c.a, c.b))
     more = (f"more processes than --repeats {n} narrow the repeats bands" if n > 1
             else "--repeats 3 on both runs tests over processes and narrows floors bands by about 1/sqrt(3)")
-    return f"{more}; opscreen calibrate measures this device's floors table"
+    return f"{more} (--write-unresolved FILE lists their ops); opscreen calibrate measures this device's floors table"
 
 
 def _unresolved_table(c: Comparison, top: int) -> list:
