@@ -39,8 +39,8 @@ def resolve_targets(suite, ops: list[str]) -> dict:
         except UsageError as exc:
             errors.append(str(exc))
     if errors:  # one line: the first few, then how many more
-        shown_ = "; ".join(errors[:5]) + (f"; and {len(errors) - 5} more" if len(errors) > 5 else "")
-        raise UsageError(f"{len(errors)} of {len(ops)} ops cannot be run, nothing was started: {shown_} "
+        first = "; ".join(errors[:5]) + (f"; and {len(errors) - 5} more" if len(errors) > 5 else "")
+        raise UsageError(f"{len(errors)} of {len(ops)} ops cannot be run, nothing was started: {first} "
                          "(opscreen inventory lists the suite's ops)")
     return targets
 
@@ -129,15 +129,15 @@ def changed_ops(suite, rev: str) -> tuple[list[str], str]:
     return sel.ops, sel.source
 
 
-def write_ops(path: str, ops: list[str], source: str) -> None:
-    """``--write-ops FILE``: the op list, one per line, readable by ``--ops-file``."""
+def write_ops(path: str, ops: list[str], source: str, flag: str = "--write-ops", who: str = "opscreen run") -> None:
+    """``--write-ops FILE`` (or ``flag``): the op list, one per line, readable by ``--ops-file``."""
     from ..fsio import atomic_write_text
 
-    text = f"# opscreen run: {len(ops)} ops ({source})\n" + "".join(f"{op}\n" for op in ops)
+    text = f"# {who}: {len(ops)} ops ({source})\n" + "".join(f"{op}\n" for op in ops)
     try:
         atomic_write_text(Path(path).expanduser(), text)
     except OSError as exc:
-        raise UsageError(f"--write-ops {path}: {exc.strerror or exc}") from None
+        raise UsageError(f"{flag} {path}: {exc.strerror or exc}") from None
 
 
 def choose_ops(args, suite, replay_dir: Path | None, resuming: bool, recorded: dict) -> tuple[list[str], str]:

@@ -307,7 +307,8 @@ def run(args) -> int:
 
 
 def _check_outputs(args) -> None:
-    """``--match``, ``--out`` and ``--work`` are usable, before anything is screened or written."""
+    """``--match`` and ``--out`` are usable, before anything is screened or written (``--work``:
+    :func:`_screen`, which checks the default too)."""
     import re
 
     from ..errors import check_out_file, check_writable_dir
@@ -321,9 +322,7 @@ def _check_outputs(args) -> None:
     if args.out is not None:
         check_out_file(args.out, "--out", "floors.json")
     else:
-        check_writable_dir(noise.floors_dirs()[0], "the floors dir (OPSCREEN_FLOORS_DIR)")
-    if args.work is not None:
-        check_writable_dir(args.work, "--work")
+        check_writable_dir(noise.floors_dirs()[0], "--out")  # the default: the floors dir (OPSCREEN_FLOORS_DIR)
 
 
 def _literal(name: str) -> str:

@@ -90,12 +90,11 @@ def write_unresolved(c, path: str, source: str) -> list[str]:
     in ``--ops-file`` form; the ops."""
     from collections import Counter
 
-    from ..fsio import atomic_write_text
+    from ..batch.oplist import write_ops
 
     count = Counter(r.op for r in c.unresolved())
     ops = sorted(count, key=lambda op: (-count[op], op))
-    head = f"# {source}: {len(ops)} ops with {sum(count.values())} unresolved rows\n"
-    atomic_write_text(Path(path).expanduser(), head + "".join(f"{op}\n" for op in ops))
+    write_ops(path, ops, f"{sum(count.values())} unresolved rows", "--write-unresolved", source)
     return ops
 
 

@@ -70,8 +70,8 @@ def run(args) -> int:
     findings = check_shape_file(root, curated, files=files)
     merged = merge_shapes(core, curated)
     # --op is checked with --quiet too: an op the suite lacks is an error, not "0 errors"
-    rows = None if args.quiet and not args.op else _rows(effective_shapes(root, merged, set(curated), files=files), args.op)
-    rows = None if args.quiet else rows
+    picked = _rows(effective_shapes(root, merged, set(curated), files=files), args.op) if args.op or not args.quiet else None
+    rows = None if args.quiet else picked
     out = sys.stdout
     out.write(f"shape file: {source} ({len(curated)} keys)\n")
     out.write(f"laid over:  {core_path if core_path.is_file() else '(no core_shapes.yaml)'} ({len(core)} keys)\n")

@@ -736,8 +736,8 @@ def rerun_command(ops: list[str], s: Summary | None = None, basis: str | None = 
     ``opscreen run --repeats 3`` of the first :data:`COMMAND_OPS` of ``ops`` (on each side)."""
     if not ops:
         return ""
-    last = [x.strip() for x in (basis or "").split("+") if x.strip()][-1:]
-    if last and last[0] in ("floors-default", "aa"):
+    parts = [x.strip() for x in (basis or "").split("+") if x.strip()]
+    if parts and parts[-1] in ("floors-default", "aa"):
         return f"opscreen calibrate{_where(s)} --sample 30"
     more = f"   # the first {COMMAND_OPS} of {len(ops)} ops" if len(ops) > COMMAND_OPS else ""
     return f"opscreen run{_where(s)} --repeats 3 --ops {','.join(ops[:COMMAND_OPS])} --out RUN_DIR{more}"
