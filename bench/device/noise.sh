@@ -11,8 +11,9 @@
 # (default 1024) through each op, seed K (OPSCREEN_WORKER_PAD, docs/workers.md); off<K> is
 # `--isolation op` with the device telemetry off (OPSCREEN_TELEMETRY_MS=0; every other mode
 # samples it at the default interval), for issue 32's fresh-process A/A; probe is a warm worker
-# with two samples of 50 ms at most per case (about 1 s an op on the CPU sample suite, against
-# 4.5 s), whose figures are not for comparing: it finds which timer each op of a large draw needs,
+# with two samples of 50 ms at most per case (the CPU sample suite's 16 ops in a warm worker,
+# one after the other on 2026-12-05: median op 0.95 s against 2.84 s with the defaults, 18 s against
+# 46 s in all), whose figures are not for comparing: it finds which timer each op of a large draw needs,
 # for `opscreen calibrate --sample 0 --timers-from` (docs/usage.md). TIMER
 # (default: the run's own default) is passed as --timer. Each mode's run dir resumes where an earlier call stopped: on a warm
 # machine from /tmp/noise, on a fresh one from .fg/noise/<mode> (the run dirs of the last
