@@ -22,7 +22,9 @@
 # SKIP=K screens only the draw's ops after its first K (Python's random.sample is
 # prefix-stable: N_OPS=32 begins with the 13 ops of N_OPS=13, so a later session can add the
 # rest of a draw an earlier one began); EXCLUDE=a,b leaves those ops of the draw out (one that
-# times out compiling costs OP_TIMEOUT in every mode). Run from the repo root with .fg/FlagGems and .whl carried. bench/verdict_rates.py and
+# times out compiling costs OP_TIMEOUT in every mode); OPS=a,b,c screens those ops in place of a draw
+# (a named top-up: the ops of a rare timer that an earlier random sample found, to back that timer's
+# floors cells as a draw of their own; SEED then only names the run). Run from the repo root with .fg/FlagGems and .whl carried. bench/verdict_rates.py and
 # bench/noise_model.py then read the run dirs of noise.tgz (bench/README.md).
 set -u
 cd "$(dirname "$0")/../.."
@@ -35,6 +37,7 @@ inv = yaml.safe_load(open("ops/flaggems-inventory.yaml"))
 draw = random.Random(int(sys.argv[1])).sample(sorted(inv["ops"]), int(sys.argv[2]))
 print("\n".join(o for o in draw[int(sys.argv[3]):] if o not in sys.argv[4].split(",")))
 PY
+[ -n "${OPS:-}" ] && tr ',' '\n' <<< "$OPS" | grep -v '^$' > "$W/sample.txt"
 n_ops=$(wc -l < "$W/sample.txt")
 echo "seed $seed: $(tr '\n' ' ' < "$W/sample.txt")"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit,persistence_mode --format=csv,noheader
