@@ -200,6 +200,7 @@ def test_summary_rows_get_their_percent_of_the_peak_of_their_dtype(tmp_path):
         assert r["lib_pct_spec"] == pytest.approx(100 * r["tflops"] / spec, rel=1e-3)
     far = s.peaks["furthest"]
     assert s.peaks["found_by"] == "name" and far == sorted(far, key=lambda o: (o["lib_pct_peak"], o["op"]))
+    assert {o["bound"] for o in far} == {"flops"}
     assert "furthest from peak" in format_summary(s) and far[0]["op"] in format_summary(s)
     write_summary(s)  # and it reads back, as written
     back = load_summary(tmp_path / "run")
@@ -282,3 +283,20 @@ def test_the_warm_up_is_by_time_and_the_timing_by_count_and_time():
     calls.clear()
     assert len(CP._repeat(once, None, reps=4, budget_s=0.0, warmup_s=0.0)) == 4 and len(calls) == 6  # 2 warm, 4 timed
     assert len(CP._repeat(once, None, reps=1, budget_s=10.0, warmup_s=0.0, max_reps=7)) == 7  # the cap holds
+
+
+def test_furthest_ranks_bandwidth_and_flops_bounds_apart():
+    """An elementwise op FlagGems rates by TFLOPS sits far below a matmul peak by nature: it must not
+    push the bandwidth-bound ops out of the list."""
+    from opscreen.results.peaks import furthest
+
+    rows = [{"op": f"ew{i}", "peak_basis": "flops float16", "lib_pct_peak": 0.1 + i, "torch_pct_peak": 0.1,
+             "speedup": 1.0} for i in range(12)]
+    rows += [{"op": f"bw{i}", "peak_basis": "bandwidth", "lib_pct_peak": 40.0 + i, "torch_pct_peak": 50.0,
+              "speedup": 0.9} for i in range(3)]
+    rows += [{"op": "mm", "peak_basis": "flops bfloat16", "lib_pct_peak": 70.0, "torch_pct_peak": 71.0,
+              "speedup": 0.98}, {"op": "bw0", "peak_basis": "flops float16", "lib_pct_peak": 1.5}]
+    far = furthest(rows, n=4)
+    assert [o["op"] for o in far] == ["bw0", "bw1", "bw2", "ew0", "ew1", "bw0", "ew2"]
+    assert [o["bound"] for o in far] == ["bandwidth"] * 3 + ["flops"] * 4
+    assert far[0]["rows"] == 1 and far[-2]["lib_pct_peak"] == 1.5

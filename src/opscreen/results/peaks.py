@@ -18,7 +18,7 @@ import statistics
 
 from ..backends.peaks import ROW_DTYPES
 
-__all__ = ["row_cells", "summary_peaks", "furthest", "FURTHEST"]
+__all__ = ["row_cells", "summary_peaks", "furthest", "bound", "FURTHEST"]
 
 FURTHEST = 10
 
@@ -74,21 +74,30 @@ def summary_peaks(peaks: dict | None, furthest_ops: list[dict]) -> dict | None:
             "furthest": furthest_ops}
 
 
+def bound(basis: str) -> str:
+    """A row's peak basis as the kind of bound it is held against: ``bandwidth`` or ``flops``."""
+    return "bandwidth" if basis == "bandwidth" else "flops"
+
+
 def furthest(rows: list[dict], n: int = FURTHEST) -> list[dict]:
-    """The ops furthest from peak: per op, the median library %-of-achievable-peak over its rows that
-    have one (and torch's, and the geometric-mean speedup of those rows), lowest first."""
-    by: dict[str, list[dict]] = {}
+    """The ops furthest from peak, ranked apart for each kind of bound (``bandwidth`` first, then
+    ``flops``): per op and kind, the median library %-of-achievable-peak over its rows held against
+    that kind (and torch's, and the geometric-mean speedup of those rows), the ``n`` lowest of each.
+    The kinds are not ranked together: FlagGems gives elementwise ops TFLOPS and no GB/s, so their
+    rows sit far below a matmul peak by nature and would crowd out every bandwidth-bound op."""
+    by: dict[tuple[str, str], list[dict]] = {}
     for r in rows:
         if r.get("lib_pct_peak") is not None:
-            by.setdefault(r["op"], []).append(r)
-    out = []
-    for op, rs in by.items():
+            by.setdefault((bound(r["peak_basis"]), r["op"]), []).append(r)
+    out: dict[str, list[dict]] = {"bandwidth": [], "flops": []}
+    for (kind, op), rs in by.items():
         torch = [r["torch_pct_peak"] for r in rs if r.get("torch_pct_peak") is not None]
         sp = [r["speedup"] for r in rs if r.get("speedup")]
         bases = sorted({r["peak_basis"] for r in rs})
-        out.append({"op": op, "rows": len(rs), "basis": ", ".join(bases),
-                    "lib_pct_peak": float(f"{statistics.median(r['lib_pct_peak'] for r in rs):.4g}"),
-                    "torch_pct_peak": float(f"{statistics.median(torch):.4g}") if torch else None,
-                    "speedup": round(statistics.geometric_mean(sp), 4) if sp else None})
-    out.sort(key=lambda o: (o["lib_pct_peak"], o["op"]))
-    return out[:n]
+        out[kind].append({"op": op, "bound": kind, "rows": len(rs), "basis": ", ".join(bases),
+                          "lib_pct_peak": float(f"{statistics.median(r['lib_pct_peak'] for r in rs):.4g}"),
+                          "torch_pct_peak": float(f"{statistics.median(torch):.4g}") if torch else None,
+                          "speedup": round(statistics.geometric_mean(sp), 4) if sp else None})
+    for v in out.values():
+        v.sort(key=lambda o: (o["lib_pct_peak"], o["op"]))
+    return out["bandwidth"][:n] + out["flops"][:n]

@@ -1085,12 +1085,20 @@ def peak_lines(s: Summary) -> list:
     rows = sum(1 for r in s.rows if r[COL["lib_pct_peak"]] is not None)
     lines.append(f"furthest from peak: {rows} rows carry GB/s or TFLOPS (summary.csv lib_pct_peak, torch_pct_peak: "
                  "percent of the measured peak; *_pct_spec: of the spec)")
-    t = table("op", "rows>", "peak", "lib % of peak>", "torch % of peak>", "speedup>")
-    for o in far:
-        t.row(o["op"], o["rows"], o["basis"], _fmt(o["lib_pct_peak"], 1), _fmt(o["torch_pct_peak"], 1),
-              _fmt(o["speedup"]))
-    if far:
-        lines.append(t)
+    from . import peaks as _rpeaks
+
+    heads = {"bandwidth": "held against the copy's bandwidth (GB/s rows):",
+             "flops": "held against the matmul peak of their dtype (TFLOPS rows; FlagGems gives elementwise ops "
+                      "TFLOPS and no GB/s, so they sit far below it by nature):"}
+    for kind, head in heads.items():
+        of = [o for o in far if _rpeaks.bound(o["basis"].split(", ")[0]) == kind]
+        if not of:
+            continue
+        t = table("op", "rows>", "peak", "lib % of peak>", "torch % of peak>", "speedup>")
+        for o in of:
+            t.row(o["op"], o["rows"], o["basis"], _fmt(o["lib_pct_peak"], 1), _fmt(o["torch_pct_peak"], 1),
+                  _fmt(o["speedup"]))
+        lines += [f"  {head}", t]
     return lines
 
 
