@@ -164,6 +164,15 @@ def test_calibrate_tops_a_draw_up_to_every_timer_of_a_real_screen(draws, tmp_pat
     assert only == [o for g in sorted(topped0) for o in topped0[g]]
     assert set(topped0["profiler"]) == {"nonzero_numpy", "nll_loss2d_backward"} and len(topped0["graph"]) == 3
     assert calibrate._draw(args(sample=0, timers_from=both)) == (only, 5, topped0)
+    # --extends the shipped table (whose 45 ops hold both screens' ops): none is drawn again, so a
+    # top-up of the same screens finds nothing left to add; the plain draw takes unmeasured ops only
+    shipped = str(noise.find("NVIDIA H200").path)
+    calibrated = set(noise.load(shipped).provenance["ops"])
+    assert {"nonzero_numpy", "nll_loss2d_backward"} <= calibrated
+    with pytest.raises(calibrate.UsageError, match="every timer already has 3 ops in"):
+        calibrate._draw(args(sample=0, timers_from=both, extends=shipped))
+    ext, _, topped_ext = calibrate._draw(args(sample=4, timers_from=both, extends=shipped))
+    assert topped_ext == {} and len(ext) == 4 and not set(ext) & calibrated
 
 
 def test_compare_names_the_thin_cells_behind_its_unresolved_rows(draws):

@@ -474,3 +474,68 @@ def test_calibrate_screens_a_seeded_draw_and_resumes(tmp_path):
     res = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert sorted(p.read_text() for p in state.glob("*.runs")) == runs_before  # resumed: nothing ran again
+
+
+def test_calibrate_extends_a_table_with_new_ops_only(tmp_path, capsys):
+    """``--extends FLOORS``: a second session's draw takes none of the ops the table measured
+    (the same seed without it would retake them), the provenance says what it extends, and the
+    printed command pools the two draws into one table, each paired within itself."""
+    import os
+    import random
+    import shutil
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    faults = root / "tests" / "fixtures" / "suites" / "faults"
+    suite = tmp_path / "suite"
+    shutil.copytree(faults, suite, ignore=shutil.ignore_patterns("__pycache__", "result_*.log"))
+    every = [f"ok_{c}" for c in "abcdefgh"]
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("schema: opscreen.inventory/1\nops:\n" + "".join(f"  {o}: {{}}\n" for o in every))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPSCREEN_")}
+    env.update(PYTHONPATH=os.pathsep.join([str(root / "src"), str(faults / "stub_torch")]),
+               FAULTS_STATE_DIR=str(tmp_path / "state"), PYTHONDONTWRITEBYTECODE="1")
+
+    def calibrate(*extra, work, out, seed):
+        argv = [sys.executable, "-m", "opscreen", "calibrate", "--backend", "cpu", "--devices", "0", "--suite",
+                str(suite), "--inventory", str(inv), "--histories", "op,op", "--seed", str(seed), "--work",
+                str(tmp_path / work), "--out", str(tmp_path / out), *extra]
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+
+    res = calibrate("--sample", "4", work="w1", out="f1.json", seed=3)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    first = (tmp_path / "w1" / "sample.txt").read_text().split()
+    assert first == random.Random(3).sample(every, 4)
+    assert random.Random(3).sample(every, 3) == first[:3]  # the same seed alone would draw them again
+    res = calibrate("--sample", "3", "--extends", str(tmp_path / "f1.json"), work="w2", out="f2.json", seed=3)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    second = (tmp_path / "w2" / "sample.txt").read_text().split()
+    assert second == random.Random(3).sample([o for o in every if o not in first], 3)
+    assert not set(second) & set(first)
+    t2 = noise.load(tmp_path / "f2.json")
+    assert t2.provenance["extends"] == str(tmp_path / "f1.json") and t2.provenance["ops"] == sorted(second)
+    assert t2.provenance["work"] == str(tmp_path / "w2")
+    hint = [ln.strip() for ln in res.stdout.splitlines() if ln.strip().startswith("opscreen calibrate ")]
+    w1, w2 = tmp_path / "w1", tmp_path / "w2"
+    assert hint == [f"opscreen calibrate {w1 / 'op-1'},{w1 / 'op-2'} {w2 / 'op-1'},{w2 / 'op-2'} --seed 3,3"]
+    assert "warning" not in res.stdout and "not where its provenance names them" not in res.stdout
+    # the printed command fits one table of both draws
+    pooled = tmp_path / "pooled.json"
+    assert main([*hint[0].split()[1:], "--out", str(pooled)]) == 0
+    capsys.readouterr()
+    t = noise.load(pooled)
+    assert [sorted(d["ops"]) for d in t.provenance["draws"]] == [sorted(first), sorted(second)]
+    assert max(c.pairs for c in t.cells) == 2 and max(c.ops for c in t.cells) == 7
+    # bad input: one line, exit 2, no work dir (a table that measured every op leaves nothing to add)
+    full = json.loads(pooled.read_text())
+    full["provenance"]["ops"] = every
+    (tmp_path / "all.json").write_text(json.dumps(full))
+    for bad, says in ((tmp_path / "nowhere.json", "--extends"), (inv, "--extends"),
+                      (tmp_path / "all.json", "nothing is left to add")):
+        res = calibrate("--sample", "2", "--extends", str(bad), work="w3", out="f3.json", seed=4)
+        assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1 and says in res.stderr, res.stderr
+        assert not (tmp_path / "w3").exists() and not (tmp_path / "f3.json").exists()
+    assert main(["calibrate", str(w1 / "op-1"), str(w1 / "op-2"), "--extends", str(pooled), "--out",
+                 str(tmp_path / "f4.json")]) == 2
+    assert "--extends is for screen mode" in capsys.readouterr().err

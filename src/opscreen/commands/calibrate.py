@@ -21,7 +21,10 @@ Two ways in:
   profiler, for ops the graph cannot capture: 2 of 45 random H200 ops) otherwise lands in
   cells that one op backs. With ``--sample 0`` only the top-up is screened: ops of a rare
   timer, to pool as a draw of their own with an earlier calibration's draws
-  (``opscreen calibrate OLD,OLD NEW,NEW``).
+  (``opscreen calibrate OLD,OLD NEW,NEW``). ``--extends FLOORS`` grows that earlier table: the
+  ops it already measured are never drawn again (a second session's draw is all new ops, and a
+  top-up adds ops, not repeats), they count towards ``--min-per-timer``, and the command that
+  pools the new draw with the table's own draws is printed at the end.
 
 The table is written to ``--out`` (default: the user's floors dir, named after the device,
 where ``opscreen compare`` finds it by device name) and printed.
@@ -36,6 +39,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from ..errors import UsageError
 from ..fsio import utcnow
@@ -53,8 +57,8 @@ HISTORY_ISOLATION = {"op": "op", "worker": "worker"}
 #: The screen mode's options and their defaults (None in the parser: given or not is known, and
 #: with RUN_DIRs, where there is nothing to screen, a given one is refused rather than ignored).
 SCREEN_DEFAULTS = {"suite": None, "python": None, "devices": None, "inventory": None, "sample": 30,
-                   "timers_from": None, "min_per_timer": 5, "histories": "op,worker,op,worker", "work": None,
-                   "timeout": "600"}
+                   "timers_from": None, "min_per_timer": 5, "extends": None, "histories": "op,worker,op,worker",
+                   "work": None, "timeout": "600"}
 
 
 def add_arguments(p) -> None:
@@ -75,6 +79,9 @@ def add_arguments(p) -> None:
                         "ops the graph cannot capture, otherwise lands in cells one op backs)")
     p.add_argument("--min-per-timer", type=int, default=None, metavar="M",
                    help="with --timers-from: ops per timer the draw is topped up to (default 5)")
+    p.add_argument("--extends", metavar="FLOORS",
+                   help="screen mode: grow this earlier table (a floors file of opscreen calibrate): its ops are not "
+                        "drawn again and count towards --min-per-timer; the command that pools both is printed")
     p.add_argument("--seed", default=None, metavar="S",
                    help="screen mode: the draw's seed (default: today); with RUN_DIRs: the seed their ops were drawn with "
                         "(S,S,...: one per draw), recorded in the table's provenance")
@@ -135,11 +142,32 @@ def _timers_of(text: str) -> dict[str, set[str]]:
     return by
 
 
+def _extends(path: str | None) -> tuple[Any, set[str], dict[str, int]]:
+    """``--extends FLOORS``: the table, the ops it measured (its provenance's, and its draws'),
+    and for each timer the most ops one of its cells holds (what backs that timer already)."""
+    if not path:
+        return None, set(), {}
+    from ..results import noise
+
+    table = noise.load(path, flag="--extends")
+    prov = table.provenance or {}
+    ops = {str(o) for o in prov.get("ops") or []} | {str(o) for d in prov.get("draws") or [] for o in d.get("ops") or []}
+    if not ops:
+        raise UsageError(f"--extends {path}: its provenance names no ops (the built-in default, or a table not made "
+                         "by opscreen calibrate); give the floors file a calibration wrote")
+    backing: dict[str, int] = {}
+    for c in table.cells:
+        backing[c.timer] = max(backing.get(c.timer, 0), c.ops)
+    return table, ops, backing
+
+
 def _draw(args) -> tuple[list[str], int, dict]:
-    """The seeded sample (``--sample`` ops of the suite or inventory), topped up from the same
-    generator so that each timer of ``--timers-from`` is backed by ``--min-per-timer`` ops
-    (stratified where it matters: a timer that few ops of the suite use would otherwise fall in
-    floors cells one op backs, whose bands pay t(0) for it); the seed; what the top-up added."""
+    """The seeded sample (``--sample`` ops of the suite or inventory, none of them an op that
+    ``--extends``'s table measured), topped up from the same generator so that each timer of
+    ``--timers-from`` is backed by ``--min-per-timer`` ops (stratified where it matters: a timer
+    that few ops of the suite use would otherwise fall in floors cells one op backs, whose bands
+    pay t(0) for it; the extended table's ops count, by what its screens or its cells say); the
+    seed; what the top-up added."""
     seeds = _seeds(args.seed)
     if seeds is not None and len(seeds) > 1:
         raise UsageError(f"--seed {args.seed}: screen mode draws one sample; give one seed")
@@ -148,6 +176,7 @@ def _draw(args) -> tuple[list[str], int, dict]:
         raise UsageError(f"--sample {args.sample}: draw two or more ops (or 0 with --timers-from: only the top-up)")
     if args.min_per_timer < 1:
         raise UsageError(f"--min-per-timer {args.min_per_timer}: give 1 or more ops per timer")
+    _, calibrated, backing = _extends(getattr(args, "extends", None))
     timers = _timers_of(args.timers_from) if args.timers_from else {}
     if args.inventory:
         from ..assets.inventory import load_inventory
@@ -159,20 +188,27 @@ def _draw(args) -> tuple[list[str], int, dict]:
         ops = sorted(Suite.locate(args.suite, python=args.python).ops())
     if not ops:
         raise UsageError("no ops to draw from: give --inventory or --suite")
+    fresh = [o for o in ops if o not in calibrated]
+    if not fresh:
+        raise UsageError(f"--extends {args.extends}: the table measured every op there is to draw from; "
+                         "nothing is left to add")
     rng = random.Random(seed)
-    drawn = rng.sample(ops, min(args.sample, len(ops)))
+    drawn = rng.sample(fresh, min(args.sample, len(fresh)))
     topped: dict[str, list[str]] = {}
-    known = set(ops)
+    known = set(fresh)
     for group in sorted(timers):
         have = sum(1 for o in drawn if o in timers[group])
+        have += max(len(calibrated & timers[group]), backing.get(group, 0))
         pool = sorted(o for o in timers[group] & known if o not in drawn)
         extra = rng.sample(pool, min(max(0, args.min_per_timer - have), len(pool)))
         if extra:
             drawn += extra
             topped[group] = extra
     if not drawn:
-        raise UsageError(f"--sample 0: the top-up from {args.timers_from} found no op of the suite to add; "
-                         "give --sample N or screens that used the suite's ops")
+        why = (f"every timer already has {args.min_per_timer} ops in {args.extends} or none is left to add"
+               if calibrated else "the top-up found no op of the suite to add")
+        raise UsageError(f"--sample 0: {why} (--timers-from {args.timers_from}); give --sample N, a larger "
+                         "--min-per-timer, or screens that used other ops of the suite")
     return drawn, seed, topped
 
 
@@ -215,6 +251,8 @@ def _screen(args, hist: list[str]) -> tuple[list[Path], dict]:
     draw = {"seed": seed, "sample": ops, "work": str(work)}
     if args.timers_from:
         draw.update(timers_from=str(args.timers_from), min_per_timer=args.min_per_timer, topped_up=topped)
+    if args.extends:
+        draw["extends"] = str(args.extends)
     return dirs, draw
 
 
@@ -240,6 +278,8 @@ def _provenance(summaries, draw: dict | None, seeds: list[int] | None = None,
         "ops": sorted({o.op for s in summaries for o in s.ops if o.status == "passed"}),
         "seed": draw["seed"] if draw else (seeds[0] if seeds and not several else None),
         **({k: draw[k] for k in ("timers_from", "min_per_timer", "topped_up")} if draw and "topped_up" in draw else {}),
+        **({"work": draw["work"]} if draw else {}),
+        **({"extends": draw["extends"]} if draw and "extends" in draw else {}),
         "made": utcnow(),
         "how": "opscreen calibrate",
     }, **extra}
@@ -303,7 +343,39 @@ def run(args) -> int:
     noise.write(table, out)
     print("\n".join(noise.format_table(table)))
     print(f"\nwrote {out}" + ("" if args.out else " (opscreen compare finds it there by device name)"))
+    if draw and draw.get("extends"):
+        print("\n".join(pool_hint(draw["extends"], groups[0], draw["seed"], device)), flush=True)
     return 0
+
+
+def pool_hint(extends: str, new_runs: list[Path], new_seed: int, device: str) -> list[str]:
+    """After ``--extends FLOORS``: the command that fits one table from FLOORS's draws and this
+    one (a draw each, paired within itself), and a warning when FLOORS is for another device."""
+    from ..results import noise
+
+    old = noise.load(extends, flag="--extends")
+    prov = old.provenance or {}
+    if prov.get("draws"):
+        draws = [([str(r) for r in d.get("runs") or []], d.get("seed")) for d in prov["draws"]]
+    else:
+        work = prov.get("work")
+        runs = [str(Path(work) / r["name"]) if work else str(r["name"]) for r in prov.get("runs") or []]
+        draws = [(runs, prov.get("seed"))]
+    draws.append(([str(r) for r in new_runs], new_seed))
+    seeds = [s for _, s in draws]
+    cmd = "opscreen calibrate " + " ".join(",".join(_short(x) for x in r) for r, _ in draws)
+    if all(s is not None for s in seeds):
+        cmd += " --seed " + ",".join(str(s) for s in seeds)
+    lines = [f"\nthis draw extends {extends}; to fit one table from its draws and this one (each paired within itself):",
+             f"  {cmd}"]
+    gone = [r for rs, _ in draws[:-1] for r in rs if not Path(r).is_dir()]
+    if gone:
+        lines.append(f"  ({len(gone)} of {extends}'s screens are not where its provenance names them, e.g. {gone[0]}: "
+                     "give their paths)")
+    if not old.matches(device):
+        lines.append(f"warning: {extends} is for {old.name!r} (match {old.match!r}), this draw ran on {device!r}: "
+                     "pool the draws of one device model only")
+    return lines
 
 
 def _check_outputs(args) -> None:
@@ -323,6 +395,15 @@ def _check_outputs(args) -> None:
         check_out_file(args.out, "--out", "floors.json")
     else:
         check_writable_dir(noise.floors_dirs()[0], "--out")  # the default: the floors dir (OPSCREEN_FLOORS_DIR)
+
+
+def _short(path: str) -> str:
+    """``path`` relative to the working directory when it lies under it (as a user typed it)."""
+    p = Path(path)
+    try:
+        return str(p.relative_to(Path.cwd())) if p.is_absolute() else path
+    except ValueError:
+        return path
 
 
 def _literal(name: str) -> str:

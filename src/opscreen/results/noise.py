@@ -351,22 +351,22 @@ def conservative() -> FloorsTable:
                        provenance={"note": "no floors table for this device: run `opscreen calibrate` to measure one"})
 
 
-def load(path: str | Path) -> FloorsTable:
-    """Read a floors file; one-line UsageError for anything that is not one."""
+def load(path: str | Path, flag: str = "--floors") -> FloorsTable:
+    """Read a floors file; one-line UsageError (naming ``flag``) for anything that is not one."""
     p = Path(path)
     try:
         obj = contracts.load(FLOORS, p)
     except contracts.ContractError as exc:
-        raise UsageError(f"--floors {p}: {exc}") from None
+        raise UsageError(f"{flag} {p}: {exc}") from None
     except OSError as exc:
-        raise UsageError(f"--floors {p}: cannot read it ({exc.strerror or exc})") from None
+        raise UsageError(f"{flag} {p}: cannot read it ({exc.strerror or exc})") from None
     try:
         cells = [Cell.from_json(c) for c in obj.get("cells") or []]
         table = FloorsTable(name=str(obj.get("name") or p.stem), match=str(obj.get("match") or ".*"), cells=cells,
                             provenance=dict(obj.get("provenance") or {}), path=str(p))
         re.compile(table.match)
     except (TypeError, ValueError, re.error) as exc:
-        raise UsageError(f"--floors {p}: not a floors table of opscreen calibrate ({exc})") from None
+        raise UsageError(f"{flag} {p}: not a floors table of opscreen calibrate ({exc})") from None
     return table
 
 
