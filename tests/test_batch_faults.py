@@ -469,3 +469,23 @@ def test_a_child_that_never_starts_pytest_is_not_a_truncated_log(faults, monkeyp
     assert res.returncode == 0, res.stdout + res.stderr
     assert "ops with a truncated log: 1" in res.stdout, res.stdout
     faults.assert_no_leftovers()
+
+
+def test_a_timeout_says_how_long_the_op_had_been_silent(faults):
+    """A timed-out op's error says when it last printed before the kill: a hang fell silent
+    seconds before, an op still busy (a cold cache compiling, rows coming one by one) printed
+    moments before; the stack dump the kill itself prints does not count as output."""
+    import re
+
+    out = faults.tmp / "run"
+    res = faults.run(out, "--devices", "0", "--ops", "hang,crawl", "--timeout", "6", "--grace", "0.5", "--retries", "0")
+    assert res.returncode == 1, res.stdout + res.stderr
+    rows = status_rows(out)
+    quiet = {}
+    for op in ("hang", "crawl"):
+        assert rows[op]["status"] == "timeout", rows[op]
+        m = re.search(r"timed out after 6 s in .*; its last output ([\d.]+) s before the kill", rows[op]["error"])
+        assert m, rows[op]["error"]
+        quiet[op] = float(m.group(1))
+    assert quiet["crawl"] <= 1.5 and quiet["hang"] >= 2.5, quiet
+    assert "Current thread 0x" in (out / "ops" / "crawl" / "run.log").read_text()  # its dump came after

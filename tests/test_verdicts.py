@@ -531,8 +531,12 @@ def test_calibrate_extends_a_table_with_new_ops_only(tmp_path, capsys):
     full = json.loads(pooled.read_text())
     full["provenance"]["ops"] = every
     (tmp_path / "all.json").write_text(json.dumps(full))
+    other = json.loads((tmp_path / "f1.json").read_text())
+    other.update(name="NVIDIA H200", match="NVIDIA H200")
+    (tmp_path / "h200.json").write_text(json.dumps(other))
     for bad, says in ((tmp_path / "nowhere.json", "--extends"), (inv, "--extends"),
-                      (tmp_path / "all.json", "nothing is left to add")):
+                      (tmp_path / "all.json", "nothing is left to add"),
+                      (tmp_path / "h200.json", "that table is for 'NVIDIA H200'")):
         res = calibrate("--sample", "2", "--extends", str(bad), work="w3", out="f3.json", seed=4)
         assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1 and says in res.stderr, res.stderr
         assert not (tmp_path / "w3").exists() and not (tmp_path / "f3.json").exists()

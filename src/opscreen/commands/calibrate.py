@@ -161,6 +161,23 @@ def _extends(path: str | None) -> tuple[Any, set[str], dict[str, int]]:
     return table, ops, backing
 
 
+def _check_device(args, table) -> None:
+    """``--extends``: a table of another device model is refused before anything is screened
+    (its floors are that model's); a machine whose devices cannot be named is let through, and
+    the end of the run warns if the screens' device does not match."""
+    from ..backends import resolve
+
+    try:
+        found = resolve(args.backend).enumerate(args.python)
+    except UsageError:
+        return  # opscreen run says what is wrong with the backend, in its own words
+    names = sorted({d.name for d in found.devices if d.name})
+    if names and not any(table.matches(n) for n in names):
+        raise UsageError(f"--extends {args.extends}: that table is for {table.name!r} (devices matching {table.match!r}), "
+                         f"and this machine's {args.backend} devices are {', '.join(map(repr, names))}; extend a table "
+                         "of this device model, or leave --extends out to start one")
+
+
 def _draw(args) -> tuple[list[str], int, dict]:
     """The seeded sample (``--sample`` ops of the suite or inventory, none of them an op that
     ``--extends``'s table measured), topped up from the same generator so that each timer of
@@ -214,6 +231,8 @@ def _draw(args) -> tuple[list[str], int, dict]:
 
 def _screen(args, hist: list[str]) -> tuple[list[Path], dict]:
     """Run one screen per history (resuming any already there); the run dirs and the draw."""
+    if args.extends:
+        _check_device(args, _extends(args.extends)[0])
     ops, seed, topped = _draw(args)
     work = Path(args.work or f"runs/calibrate-{seed}").absolute()
     from ..errors import check_writable_dir

@@ -486,6 +486,7 @@ def _run_child(req: OpRequest, out_dir: Path, argv: list[str], addopts: list[str
     timer = req.planned_timer
     tail: deque[str] = deque(maxlen=400)
     log_lock = threading.Lock()
+    heard = {"last": None, "dump": False}  # when the child last printed, before any stack dump of its own
     with open(out_dir / "run.log", "w", encoding="utf-8") as log:
 
         def emit(line: str, raw: str | None = None) -> None:
@@ -494,6 +495,11 @@ def _run_child(req: OpRequest, out_dir: Path, argv: list[str], addopts: list[str
                 log.write(clean)
                 log.flush()
             tail.append(clean)
+            if raw is not None:  # the child's own line (not a banner)
+                if _THREAD_HEAD.search(clean):
+                    heard["dump"] = True
+                elif not heard["dump"]:
+                    heard["last"] = time.time()
             if echo is not None:
                 echo(raw if raw is not None else clean)
 
@@ -523,22 +529,31 @@ def _run_child(req: OpRequest, out_dir: Path, argv: list[str], addopts: list[str
             emit(f"[opscreen] {msg}\n")
             outcome = OpOutcome("crashed", EXIT_CRASHED, None, 0.0, msg, out_dir, timer)
         else:
-            outcome = _outcome(req, res, list(tail), stop, out_dir)
+            quiet = (spawned + req.timeout - heard["last"]) if req.timeout and heard["last"] else None
+            outcome = _outcome(req, res, list(tail), stop, out_dir, quiet)
         for line in banner_end(outcome):
             emit(line + "\n")
     return outcome
 
 
-def _outcome(req: OpRequest, res, tail: list[str], stop: threading.Event | None, out_dir: Path) -> OpOutcome:
-    """How a child that ran ended: status, exit code and the error worth a line."""
+def _outcome(req: OpRequest, res, tail: list[str], stop: threading.Event | None, out_dir: Path,
+             quiet_s: float | None = None) -> OpOutcome:
+    """How a child that ran ended: status, exit code and the error worth a line. ``quiet_s``:
+    how long before the timeout the child last printed (a hang prints nothing for most of its
+    time; a slow op, such as one compiling on a cold cache, printed a row moments before)."""
     status, code, err = classify(res.returncode, res.timed_out, res.interrupted, tail)
     if res.interrupted:
         err = _interrupted(stop)
     if res.timed_out:
         where = where_stuck(tail, req.suite.root)
         err = (f"timed out after {req.timeout:g} s" + (f" in {where}" if where else "")
+               + (f"; its last output {_seconds(max(0.0, quiet_s))} before the kill" if quiet_s is not None else "")
                + (f"; last error: {err}" if err else ""))
     return OpOutcome(status, code, res.returncode, res.duration_s, err, out_dir, req.planned_timer)
+
+
+def _seconds(s: float) -> str:
+    return f"{s:.1f} s" if s < 10 else f"{s:.0f} s"
 
 
 def planned_timing(backend: Backend) -> dict:
