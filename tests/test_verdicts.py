@@ -261,6 +261,14 @@ def test_fit_and_compare_keep_two_chips_apart():
     assert {hist[o] for o in moved} == {"chip"} and {hist[o] for o in set(ops) - moved} == {"rerun"}
     text = format_comparison(c)
     assert "judged by the floors table's chip cells" in text and "history rerun (chip cells 48 rows, rerun cells 48 rows)" in text
+    # no table for the device: the moved ops are judged by the conservative default's chip cells, and it says so
+    for s in (a, b):
+        s.caliber = {**s.caliber, "device_name": "Vendor X1"}  # a device no shipped table matches
+    c0 = compare_summaries(a, b)
+    assert {r.basis for r in c0.rows} == {"floors-default"}
+    text0 = format_comparison(c0)
+    assert "rows were judged by the conservative default's chip cells (no floors table for this device)" in text0
+    assert "floors table's chip cells" not in text0
     # a table made on one GPU: the moved ops fall back to its rerun cells, and compare says they are under-covered
     one_gpu = noise.FloorsTable(name="one gpu", match=".*", cells=[cells["rerun"]])
     c = compare_summaries(a, b, table=one_gpu)

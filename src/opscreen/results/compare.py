@@ -802,6 +802,9 @@ def _chip_note(c: Comparison) -> str:
     """What judged the rows of ops that ran on another chip: the table's chip cells, its
     rerun cells (a table made on one GPU), or nothing but the runs' own noise."""
     chip = [r for r in c.rows if (r.floors or "").startswith("chip/")]
+    if chip and c.table is None:
+        return (f"chips of one model differ on a case by a few %: {len(chip)} rows were judged by the conservative "
+                "default's chip cells (no floors table for this device)")
     if chip:
         return (f"chips of one model differ on a case by a few %: {len(chip)} rows were judged by the floors "
                 "table's chip cells (two chips of one model)")
