@@ -369,6 +369,25 @@ def test_row_presence_verdicts():
     assert [r.shape for r in c.failing(10)] == ["[1]"]
 
 
+def test_an_unfinished_side_is_named_with_the_command_that_resumes_it(tmp_path):
+    """Ops a screen never ran (not_run, interrupted) leave broken rows, which still fail the gate,
+    and compare names the side that stopped and the command that resumes it."""
+    rows = [{"op": op, "shape": f"[{i}]", "speedup": 1.0} for op in ("x", "y", "z") for i in range(2)]
+    full, part = _summary(rows, name="full"), _summary(rows[:2], name="part")
+    part.ops = [OpSummary(op="x", status="passed"), OpSummary(op="y", status="not_run"),
+                OpSummary(op="z", status="interrupted")]  # fmt: skip
+    part.path = tmp_path / "part"
+    c = compare_summaries(full, part)
+    assert {r.op: r.verdict for r in c.rows if r.op != "x"} == {"y": Verdict.BROKEN, "z": Verdict.BROKEN}
+    assert {r.op for r in c.failing(50)} == {"y", "z"}
+    text = format_comparison(c)
+    assert (f"unfinished: B stopped before 2 ops ran (y, z; 4 rows counted broken for that); "
+            f"`opscreen run --out {tmp_path / 'part'}` resumes it") in text
+    text = format_comparison(compare_summaries(part, full))
+    assert "unfinished: A stopped before 2 ops ran (y, z; 4 rows counted new for that)" in text
+    assert "unfinished:" not in format_comparison(compare_summaries(full, _summary(rows, name="again")))
+
+
 def test_ops_measured_on_another_device_are_named():
     """Two H200s read torch's sum on [1024,1024,1024] float32 at 978-981 us and 939-942
     us, every process of each agreeing: compare says which ops moved."""

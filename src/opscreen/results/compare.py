@@ -861,6 +861,25 @@ def _histories(c: Comparison) -> str:
     return out
 
 
+_UNFINISHED = ("not_run", "interrupted")  # the journal's statuses of ops without a result (batch/journal.py)
+
+
+def _unfinished_lines(c: Comparison) -> list:
+    """A side whose screen stopped before some of its ops ran: their rows count as ``broken`` (a
+    gate must not pass an unfinished screen), and the line says that resuming it settles them."""
+    L = []
+    for side, s, as_ in (("A", c.a, Verdict.NEW), ("B", c.b, Verdict.BROKEN)):
+        left = sorted(o.op for o in s.ops if o.status in _UNFINISHED)
+        if not left:
+            continue
+        rows = sum(1 for r in c.rows if r.op in set(left) and r.verdict == as_)
+        where = str(s.path) if s.path else s.name
+        L.append(f"unfinished: {side} stopped before {len(left)} op{'s' if len(left) != 1 else ''} ran "
+                 f"({', '.join(left[:4])}{', ...' if len(left) > 4 else ''}; {rows} rows counted {as_.value} "
+                 f"for that); `opscreen run --out {where}` resumes it")
+    return L
+
+
 def _verdict_lines(c: Comparison) -> list:
     """The row counts per verdict, the rule that decided them, and the geometric means."""
     cnt = c.counts()
@@ -870,6 +889,7 @@ def _verdict_lines(c: Comparison) -> list:
         f"same {cnt['same']}, unresolved {cnt['unresolved']}, pick {cnt['pick']}; "
         f"broken {cnt['broken']}, fixed {cnt['fixed']}, gone {cnt['gone']}, new {cnt['new']}, failed in both {cnt['failed']}"
     ]
+    L += _unfinished_lines(c)
     L += _floors_lines(c)
     L.append(
         f"verdict rule ({c.metric}, d = ln(B/A)): band = the widest of samples ({c.k:g} x combined noise; rows without "
