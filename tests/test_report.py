@@ -319,6 +319,8 @@ def test_against_leads_with_the_comparison_regressions_first(tmp_path):
     text = comp.text()
     assert "suite_commit" in text and "cafe" in text
     assert "1 op on another device in B: op0002 2 -> 7" in text
+    # the report says what compare says of them: runs without device UUIDs fall to the table's rerun cells
+    assert "did not record the devices' UUIDs that tell two chips apart" in text
     # every verdict of compare has its card, in compare's own words
     labels = [c.one("div", cls="l").text() for c in comp.all("div", cls="cards")[0].all("div", cls="card")]
     assert labels == sorted(labels, key=labels.index) and set(labels) == {v.value for v in Verdict}

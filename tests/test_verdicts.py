@@ -13,7 +13,7 @@ import pytest
 
 from opscreen.cli import main
 from opscreen.results import noise
-from opscreen.results.compare import Verdict, compare_summaries, format_comparison
+from opscreen.results.compare import COL, Verdict, compare_summaries, format_comparison
 from opscreen.results.summary import COLUMNS, OpSummary, Summary
 from synth import make_run
 
@@ -274,6 +274,15 @@ def test_fit_and_compare_keep_two_chips_apart():
     c = compare_summaries(a, b, table=one_gpu)
     assert {r.floors.split("/")[0] for r in c.rows} == {"rerun"}
     assert "has no chip cells (made on one device)" in format_comparison(c)
+    # a table with chip cells, but runs that recorded no device UUIDs: the moved ops' rows fall to its
+    # rerun cells (another index alone does not prove another chip), and compare says why
+    bare = [_summary(list(s.rows), caliber=s.caliber, name=s.name) for s in (a, b)]
+    for s, dev in zip(bare, (0, 1)):
+        idev = COL["device"]
+        s.rows = [[*r[:idev], dev if r[0] in moved else 0, *r[idev + 1:]] for r in s.rows]
+    c = compare_summaries(*bare, table=t)
+    assert set(c.moved_ops()) == moved and {r.floors.split("/")[0] for r in c.rows} == {"rerun"}
+    assert "did not record the devices' UUIDs that tell two chips apart" in format_comparison(c)
     text = format_comparison(compare_summaries(a, b, table=False))  # no table: no cells to speak of
     assert "which no band here covers" in text and "chip cells" not in text
     # the conservative default has chip cells as wide as its rerun cells

@@ -809,6 +809,10 @@ def _chip_note(c: Comparison) -> str:
         return (f"chips of one model differ on a case by a few %: {len(chip)} rows were judged by the floors "
                 "table's chip cells (two chips of one model)")
     if c.table is not None and c.history == "rerun" and any((r.floors or "").startswith("rerun/") for r in c.rows):
+        if any(cell.history == "chip" for cell in c.table.cells):
+            return ("chips of one model differ on a case by a few %, and these runs did not record the devices' "
+                    "UUIDs that tell two chips apart: those rows were judged by the floors table's rerun cells, which "
+                    "under-cover them")
         return ("chips of one model differ on a case by a few %, and this floors table has no chip cells (made on "
                 "one device): those rows were judged by its rerun cells, which under-cover them; `opscreen calibrate` "
                 "on two or more devices measures them")

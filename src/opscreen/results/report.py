@@ -36,7 +36,7 @@ from ..fsio import atomic_write_text
 from . import compare as _compare
 from . import throttle as _throttle
 from . import traces as _traces
-from .compare import CompareRow, Comparison, Verdict, _moved_list, _show
+from .compare import CompareRow, Comparison, Verdict, _chip_note, _moved_list, _show, _unfinished_lines
 from .summary import (COL, Summary, first_telemetry, mixed_rows, noise, row_band, telemetry_sources,
                       with_process_fields)
 
@@ -989,8 +989,9 @@ def _axis_lines(c: Comparison) -> list[tuple[str, str]]:
     out += [(f"{f} differs (allowed by --allow-mismatch)", "warn") for f, _, _ in chk.allowed]
     moved = c.moved_ops()
     if moved:
-        out.append((f"device: {_plural(len(moved), 'op')} on another device in B: {_moved_list(moved)}; chips of one "
-                    "model can differ on a case by a few %, which no band here covers", "warn"))  # fmt: skip
+        out.append((f"device: {_plural(len(moved), 'op')} on another device in B: {_moved_list(moved)}; "
+                    + _chip_note(c), "warn"))  # fmt: skip
+    out += [(line, "warn") for line in _unfinished_lines(c)]
     if chk.unknown:
         out.append((f"caliber unknown for {' and '.join(chk.unknown)}: how the runs were measured cannot be checked", "bad"))
     return out
