@@ -170,6 +170,27 @@ def test_an_unfinished_run_is_refused_and_nothing_is_written(tmp_path, cli):
     assert not (tmp_path / "new" / "s.sqlite").exists()  # the good run was not imported either
 
 
+def test_a_run_stopped_between_ops_is_refused_and_every_op_left_is_counted(tmp_path, cli):
+    """A run stopped by SIGINT lists the ops it never reached as not_run in ops_status.csv (and the
+    one it stopped in as interrupted): all of them are ops not finished."""
+    good, bad = screens(tmp_path, 2)
+    lines = (bad / "ops_status.csv").read_text().splitlines()
+    head = lines[0].split(",")
+    left = []
+    for i in (1, 2):  # the first two ops, as the journal writes an op the run never reached
+        f = dict(zip(head, lines[i].split(",")))
+        left.append(f["op"])
+        shutil.rmtree(bad / "ops" / f["op"])
+        f.update(status="not_run", attempts="0", dtype_level="", duration_s="", device="", timer="", error="", path="")
+        lines[i] = ",".join(f[h] for h in head)
+    (bad / "ops_status.csv").write_text("\n".join(lines) + "\n")
+    url = f"sqlite:///{tmp_path / 'new' / 's.sqlite'}"
+    (tmp_path / "new").mkdir()
+    line = one_line_exit_2(cli("store", "add", good, bad, "--db", url))
+    assert f"is not a finished screen: 2 ops not finished ({', '.join(left)})" in line, line
+    assert not (tmp_path / "new" / "s.sqlite").exists()
+
+
 @pytest.mark.parametrize("what", ["missing", "op dir", "bad url", "no folder", "not a db", "mysql"])
 def test_bad_input_is_one_line_exit_2(tmp_path, cli, what):
     run = screens(tmp_path, 1)[0]

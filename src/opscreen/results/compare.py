@@ -64,7 +64,7 @@ from . import noise as _noise
 from . import throttle as _throttle
 from ._io import csv_text
 from ..tables import table, to_text
-from .summary import COL, DEFAULT_MAX_BAND, NOISE_K, Summary, noise as _side_noise
+from .summary import COL, DEFAULT_MAX_BAND, NOISE_K, UNFINISHED, Summary, noise as _side_noise
 
 __all__ = [
     "MUST_MATCH",
@@ -865,18 +865,16 @@ def _histories(c: Comparison) -> str:
     return out
 
 
-_UNFINISHED = ("not_run", "interrupted")  # the journal's statuses of ops without a result (batch/journal.py)
-
-
 def _unfinished_lines(c: Comparison) -> list:
     """A side whose screen stopped before some of its ops ran: their rows count as ``broken`` (a
     gate must not pass an unfinished screen), and the line says that resuming it settles them."""
     L = []
     for side, s, as_ in (("A", c.a, Verdict.NEW), ("B", c.b, Verdict.BROKEN)):
-        left = sorted(o.op for o in s.ops if o.status in _UNFINISHED)
-        if not left:
+        stopped = {o.op for o in s.ops if o.status in UNFINISHED}
+        if not stopped:
             continue
-        rows = sum(1 for r in c.rows if r.op in set(left) and r.verdict == as_)
+        left = sorted(stopped)
+        rows = sum(1 for r in c.rows if r.op in stopped and r.verdict == as_)
         where = str(s.path) if s.path else s.name
         L.append(f"unfinished: {side} stopped before {len(left)} op{'s' if len(left) != 1 else ''} ran "
                  f"({', '.join(left[:4])}{', ...' if len(left) > 4 else ''}; {rows} rows counted {as_.value} "

@@ -343,6 +343,10 @@ def _read_ops_status(root: Path) -> dict[str, dict]:
 
 
 DAMAGED = "damaged"  # an op whose record (result.json) is there, or should be, and cannot be read
+#: op statuses of a screen that stopped before the op finished (a resume of the run finishes it):
+#: the journal's not_run and interrupted (batch/journal.py UNFINISHED), and incomplete (read here:
+#: an op dir without its record, as a hard kill leaves it)
+UNFINISHED = ("not_run", "interrupted", "incomplete")
 
 
 def json_damage(path: Path, contract: contracts.Contract, need_status: bool = False) -> str | None:

@@ -27,15 +27,13 @@ from sqlalchemy.dialects import sqlite as _sqlite
 from ..errors import UsageError
 from ..fsio import utcnow
 from ..results.compare import MUST_MATCH
-from ..results.summary import COL, Summary, load_or_build
+from ..results.summary import COL, UNFINISHED, Summary, load_or_build
 from .db import ROW_COLUMNS, Store, calibers, rows, runs
 
 __all__ = ["Added", "read_runs", "add_runs", "caliber_key", "run_key", "CALIBER_FIELDS", "UNFINISHED"]
 
 #: what a series of history keeps fixed: compare's must-match fields, and the device and backend
 CALIBER_FIELDS = (*MUST_MATCH, "device_name", "backend")
-#: op statuses of a screen that has not finished (opscreen run --resume finishes it)
-UNFINISHED = ("incomplete", "interrupted", "running")
 _CHUNK = 2000  # rows per INSERT batch
 
 
