@@ -178,13 +178,14 @@ def _check_device(args, table) -> None:
                          "of this device model, or leave --extends out to start one")
 
 
-def _draw(args) -> tuple[list[str], int, dict]:
+def _draw(args, extends: tuple | None = None) -> tuple[list[str], int, dict]:
     """The seeded sample (``--sample`` ops of the suite or inventory, none of them an op that
     ``--extends``'s table measured), topped up from the same generator so that each timer of
     ``--timers-from`` is backed by ``--min-per-timer`` ops (stratified where it matters: a timer
     that few ops of the suite use would otherwise fall in floors cells one op backs, whose bands
     pay t(0) for it; the extended table's ops count, by what its screens or its cells say); the
-    seed; what the top-up added."""
+    seed; what the top-up added. ``extends``: what :func:`_extends` read of ``--extends``
+    (read here when not given)."""
     seeds = _seeds(args.seed)
     if seeds is not None and len(seeds) > 1:
         raise UsageError(f"--seed {args.seed}: screen mode draws one sample; give one seed")
@@ -193,7 +194,7 @@ def _draw(args) -> tuple[list[str], int, dict]:
         raise UsageError(f"--sample {args.sample}: draw two or more ops (or 0 with --timers-from: only the top-up)")
     if args.min_per_timer < 1:
         raise UsageError(f"--min-per-timer {args.min_per_timer}: give 1 or more ops per timer")
-    _, calibrated, backing = _extends(getattr(args, "extends", None))
+    _, calibrated, backing = extends if extends is not None else _extends(getattr(args, "extends", None))
     timers = _timers_of(args.timers_from) if args.timers_from else {}
     if args.inventory:
         from ..assets.inventory import load_inventory
@@ -231,9 +232,10 @@ def _draw(args) -> tuple[list[str], int, dict]:
 
 def _screen(args, hist: list[str]) -> tuple[list[Path], dict]:
     """Run one screen per history (resuming any already there); the run dirs and the draw."""
+    ext = _extends(args.extends)
     if args.extends:
-        _check_device(args, _extends(args.extends)[0])
-    ops, seed, topped = _draw(args)
+        _check_device(args, ext[0])
+    ops, seed, topped = _draw(args, ext)
     work = Path(args.work or f"runs/calibrate-{seed}").absolute()
     from ..errors import check_writable_dir
 
