@@ -72,15 +72,18 @@ def injected(s):
     return t
 
 
-def tally(c, out: dict, key: str | None = None) -> None:
+def tally(c, out: dict, key: str | None = None, by_op: dict | None = None) -> None:
     """Count ``c``'s measured rows by verdict under ``key``, or (no key) under each row's own
-    history, the floors cell's (rerun, chip: the op ran on another chip in B, cross)."""
+    history, the floors cell's (rerun, chip: the op ran on another chip in B, cross); and the
+    called rows by history and op into ``by_op``."""
     for r in c.rows:
         if r.verdict in MEASURED:
             k = key or (r.floors or c.history).split("/", 1)[0]
             e = out.setdefault(k, {"rows": 0, "called": 0, "unresolved": 0, "same": 0, "pick": 0})
             e["rows"] += 1
             e[{"faster": "called", "slower": "called"}.get(r.verdict.value, r.verdict.value)] += 1
+            if by_op is not None and r.verdict in (Verdict.FASTER, Verdict.SLOWER):
+                by_op[f"{k} {r.op}"] = by_op.get(f"{k} {r.op}", 0) + 1
 
 
 def power(c, out: dict) -> None:
@@ -106,6 +109,7 @@ def evaluate(summaries, folds: int, seed: int, draws: list[list[int]] | None = N
     parts = [set(ops[i::folds]) for i in range(folds)]
     rates: dict = {}
     pw: dict = {}
+    called: dict = {}  # "history op" -> rows called faster or slower
     for k, test_ops in enumerate(parts):
         train = set(ops) - test_ops
         tr = [restrict(s, train) for s in summaries]
@@ -116,10 +120,10 @@ def evaluate(summaries, folds: int, seed: int, draws: list[list[int]] | None = N
         for a, b in ((te[i], te[j]) for i, j in combos):
             hist = noise.history_of(a.caliber.get("isolation"), b.caliber.get("isolation"))
             tally(compare_summaries(a, b, table=table, check=None), rates, f"{hist} {a.name}->{b.name}")
-            tally(compare_summaries(a, b, table=table), rates)
+            tally(compare_summaries(a, b, table=table), rates, by_op=called)
             if hist in ("rerun", "worker"):
                 power(compare_summaries(a, injected(b), table=table), pw)
-    return {"ops": len(ops), "folds": folds, "seed": seed, "rates": rates, "power": pw}
+    return {"ops": len(ops), "folds": folds, "seed": seed, "rates": rates, "power": pw, "called_by_op": called}
 
 
 def main(argv=None) -> int:
@@ -128,6 +132,8 @@ def main(argv=None) -> int:
     ap.add_argument("--folds", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", help="write the figures here")
+    ap.add_argument("--by-op", type=int, default=0, metavar="N",
+                    help="also print the N ops with the most rows called, by history (false calls: whose are they?)")
     a = ap.parse_args(argv)
     try:  # RUN,RUN,... is one draw, as for opscreen calibrate
         groups = [[str(p) for p in g] for g in draw_groups(a.runs)]
@@ -153,6 +159,11 @@ def main(argv=None) -> int:
               f"{100 * e['unresolved'] / n:5.2f}%  same {100 * e['same'] / n:5.2f}%  pick {e['pick']}")
     for key, e in sorted(res["power"].items()):
         print(f"  power {key:<14} rows {e['rows']:5d}  slower {100 * e['slower'] / max(1, e['rows']):5.1f}%")
+    if a.by_op:
+        total = sum(res["called_by_op"].values())
+        print(f"  called rows by op ({total} in all), the {a.by_op} most:")
+        for key, n in sorted(res["called_by_op"].items(), key=lambda kv: (-kv[1], kv[0]))[:a.by_op]:
+            print(f"    {key:<44} {n:4d}")
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=1) + "\n", encoding="utf-8")
     return 0

@@ -4,8 +4,8 @@ import pytest
 
 from opscreen.backends import resolve, select
 from opscreen.errors import UsageError
-from opscreen.op.plan import (CUDA_GUARD, DEVICE, GRAPH, IDENTITY, PROFILER, REPORT, TIMING, planned_timer, plugin_plan,
-                              pytest_args)
+from opscreen.op.plan import (CUDA_GUARD, DEVICE, GRAPH, IDENTITY, INPUTS, PROFILER, REPORT, TIMING, planned_timer,
+                              plugin_plan, pytest_args)
 
 
 def modules(name, timer="auto", caps=None):
@@ -14,11 +14,11 @@ def modules(name, timer="auto", caps=None):
 
 
 def test_cuda_plan_has_graph_profiler_and_cuda_guard():
-    assert modules("nvidia") == [DEVICE, IDENTITY, REPORT, GRAPH, PROFILER, TIMING, CUDA_GUARD]
+    assert modules("nvidia") == [DEVICE, IDENTITY, REPORT, INPUTS, GRAPH, PROFILER, TIMING, CUDA_GUARD]
 
 
 def test_profiler_timer_is_planned_where_the_backend_declares_a_device_profiler():
-    assert modules("cuda", timer="profiler") == [DEVICE, IDENTITY, REPORT, PROFILER, TIMING, CUDA_GUARD]
+    assert modules("cuda", timer="profiler") == [DEVICE, IDENTITY, REPORT, INPUTS, PROFILER, TIMING, CUDA_GUARD]
     assert PROFILER in modules("rocm", timer="profiler") and GRAPH not in modules("rocm", timer="profiler")
     assert PROFILER not in modules("rocm") and PROFILER not in modules("cuda", timer="direct")
     with pytest.raises(UsageError, match="device_profiler"):
@@ -29,7 +29,7 @@ def test_profiler_timer_is_planned_where_the_backend_declares_a_device_profiler(
 @pytest.mark.parametrize("name", ["rocm", "hygon", "musa", "ascend", "mlu", "cpu"])
 def test_non_cuda_plans_leave_graph_and_cuda_workarounds_out(name):
     mods = modules(name)
-    assert mods[:3] == [DEVICE, IDENTITY, REPORT]
+    assert mods[:4] == [DEVICE, IDENTITY, REPORT, INPUTS]
     assert GRAPH not in mods and CUDA_GUARD not in mods and TIMING in mods
 
 

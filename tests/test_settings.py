@@ -112,6 +112,20 @@ def test_resume_clash_only_for_explicit_caliber_settings():
     assert "timeout" not in S.CALIBER and "level" in S.CALIBER
 
 
+def test_a_run_recorded_before_a_setting_existed_resumes_with_what_it_ran_with():
+    """--input-seed (default 0) is newer than some run dirs: a resumed run that does not
+    record it ran unseeded, so its remaining ops run unseeded too, and asking for a seed
+    explicitly is a clash; a new run, or one that recorded it, is not changed."""
+    old = {"level": "core", "timeout": 30.0}
+    r = S.resolve(S.RUN, parse(S.RUN), {}, old)
+    assert (r["input_seed"], r.sources["input_seed"]) == ("off", "recorded")
+    assert S.caliber_clashes(S.resolve(S.RUN, parse(S.RUN, "--input-seed", "0"), {}, old), old) == [
+        "input_seed: recorded 'off', asked '0'"]
+    assert S.resolve(S.RUN, parse(S.RUN), {}, None)["input_seed"] == "0"
+    assert S.resolve(S.RUN, parse(S.RUN), {}, {**old, "input_seed": "5"})["input_seed"] == "5"
+    assert S.resolve(S.RUN, parse(S.RUN), {"OPSCREEN_INPUT_SEED": "OFF"}, None)["input_seed"] == "off"
+
+
 def _suite():
     return Suite.locate(None, env={})
 

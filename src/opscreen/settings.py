@@ -202,6 +202,24 @@ def _at_least_zero(message: str) -> Callable[[Any, str], int]:
     return check
 
 
+#: ``--input-seed``'s word for "leave the suite's random generators as they are"
+INPUT_SEED_OFF = "off"
+
+
+def check_input_seed(value: Any, name: str = "--input-seed") -> str:
+    """``off``, or a whole number 0 .. 2**32 - 1 (NumPy's limit), as text."""
+    v = str(value).strip().lower()
+    if v == INPUT_SEED_OFF:
+        return v
+    try:
+        n = int(v)
+    except ValueError:
+        n = -1
+    if not 0 <= n < 2**32:
+        raise UsageError(f"{name} {value!r}: give a whole number from 0 to 4294967295, or off")
+    return str(n)
+
+
 def _choice(words: tuple[str, ...]) -> Callable[[Any, str], str]:
     def check(value: Any, name: str) -> str:
         v = str(value).strip().lower()
@@ -464,6 +482,7 @@ class Setting:
     group: str | None = None  # a mutually exclusive group
     negative: str | None = None  # ``--no-x`` for a boolean
     auto: Mapping[str, Any] | None = None  # command -> what the value "auto" means (recorded resolved)
+    before: Any = None  # what a recorded run made before this setting existed ran with (None: the default)
 
     def takes(self, command: str) -> bool:
         return command in self.commands
@@ -560,6 +579,11 @@ SETTINGS: tuple[Setting, ...] = (
             "processes (default $TRITON_CACHE_AUTOTUNING, else 0; docs/timing.md)", default="0",
             env="TRITON_CACHE_AUTOTUNING", env_commands=BOTH, check=validate_env_bool, label="TRITON_CACHE_AUTOTUNING",
             caliber=True, key="triton_cache_autotuning", argparse=_m(choices=("0", "1"))),
+    Setting("input_seed", ("--input-seed",), "seed of torch's, Python's and NumPy's generators at the start of every "
+            "test and after every measurement, so that every process draws the same inputs (default {default}, "
+            "$OPSCREEN_INPUT_SEED; off: the suite's own randomness; docs/timing.md)", default="0",
+            env="OPSCREEN_INPUT_SEED", env_commands=BOTH, check=check_input_seed, caliber=True, key="input_seed",
+            empty="give a whole number, or off", before=INPUT_SEED_OFF),
     Setting("timeout", ("--timeout",), "seconds per op process before its process group is killed (default {default:g})",
             default=1800.0, check=check_timeout, key="timeout", argparse=_m(type=float)),
     Setting("grace", ("--grace",), "seconds between SIGTERM and SIGKILL of a child group (default {default:g})", default=10.0,
@@ -737,6 +761,8 @@ class Resolved:
             if source == "default" and key and key in (recorded or {}):
                 if recorded[key] is not None or s.default is None:
                     values[name], sources[name] = s.parse(recorded[key]), "recorded"
+            elif source == "default" and key and recorded and s.before is not None:
+                values[name], sources[name] = s.parse(s.before), "recorded"  # the run predates the setting
         return Resolved(self.command, MappingProxyType(values), MappingProxyType(sources))
 
 
@@ -761,9 +787,12 @@ def caliber_clashes(resolved: Resolved, recorded: Mapping[str, Any]) -> list[str
     """Caliber settings asked explicitly (flag or environment) with another value than the recorded run's."""
     out = []
     for name in CALIBER:
-        key = BY_NAME[name].key_for(resolved.command)
+        s = BY_NAME[name]
+        key = s.key_for(resolved.command)
+        if key and key not in recorded and s.before is not None and recorded:
+            recorded = {**recorded, key: s.before}  # a run made before the setting existed
         if name in resolved.values and resolved.explicit(name) and key in recorded:
-            asked, had = BY_NAME[name].resolved(resolved.values[name], resolved.command), recorded[key]
+            asked, had = s.resolved(resolved.values[name], resolved.command), recorded[key]
             if _json(asked) != _json(had):
                 out.append(f"{key}: recorded {had!r}, asked {asked!r}")
     return out

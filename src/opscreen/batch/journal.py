@@ -498,6 +498,7 @@ def _planned_caliber(c, git: dict) -> dict:
             "use_flagtune": c.use_flagtune,
             "use_flagtune_cost_model": c.use_flagtune_cost_model,
             "triton_cache_autotuning": c.triton_cache_autotuning,
+            "input_seed": c.input_seed,
             "shape_mode": c.shape_mode,
             "level": c.level,
             "dtypes": c.dtypes,

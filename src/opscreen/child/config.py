@@ -148,6 +148,8 @@ def caliber(settings: dict, device_name: Any = None) -> dict:
         # whether plain @triton.autotune winners were reused from earlier processes (docs/timing.md)
         "triton_cache_autotuning": settings.get("triton_cache_autotuning") or "0",
         "shape_mode": settings.get("shape_mode"),
+        # the generators' seed at each test and measurement (opscreen.child.inputs); "off" before it existed
+        "input_seed": settings.get("input_seed") or "off",
         "level": settings.get("level"),
         "dtypes": settings.get("dtypes"),
         "backend": settings.get("backend"),

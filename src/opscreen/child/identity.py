@@ -202,6 +202,7 @@ def build(cfg: dict) -> dict:
         "use_flagtune": cfg.get("use_flagtune"),
         "use_flagtune_cost_model": cfg.get("use_flagtune_cost_model"),
         "triton_cache_autotuning": cfg.get("triton_cache_autotuning"),
+        "input_seed": cfg.get("input_seed"),
         "tuning_caches_at_start": dict(_CACHES_AT_START),
         "kernel_caches": kernel_caches_seen(cfg),
         "cpu_affinity": cpu_affinity(cfg),

@@ -76,6 +76,7 @@ from . import config as _config
 from . import estimator as _estimator
 from . import fatal as _errors
 from . import host_malloc as _host_malloc
+from . import inputs as _inputs
 from . import timed_value as _timed
 from .timed_value import (
     FALLBACK_PREFIX,
@@ -696,6 +697,7 @@ class TimingState:
             finally:
                 state.local.depth -= 1
                 _timed.add_timer_time("timer_s", time.perf_counter() - began)
+                _inputs.reseed()  # the next case's inputs, whatever the timer's calls drew
             state.counts[result.timer] += 1
             if result.fallback:
                 state.fallbacks.append({**result.fallback, "timer": result.timer})

@@ -20,6 +20,7 @@ GRAPH = "opscreen.child.graph"
 PROFILER = "opscreen.child.profiler"
 TIMING = "opscreen.child.timing"
 CUDA_GUARD = "opscreen.child.cuda_guard"
+INPUTS = "opscreen.child.inputs"
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ def plugin_plan(backend: Backend, timer: str = default("timer")) -> list[Plugin]
         Plugin(DEVICE, "sets the vendor and checks the device before the suite imports its library"),
         Plugin(IDENTITY, "writes run_identity.json"),
         Plugin(REPORT, "folded result tables with timer tags; record log in the output dir"),
+        Plugin(INPUTS, "seeds the random generators before each test and after each measurement (input_seed)"),
     ]
     if timer == "graph":
         plan.append(Plugin(GRAPH, f"graph capture and replay ({backend.capabilities.graph_api})"))

@@ -44,6 +44,7 @@ class Measurement:
     use_flagtune: str = S.default("use_flagtune")
     use_flagtune_cost_model: str = S.default("use_flagtune_cost_model")
     triton_cache_autotuning: str = S.default("triton_cache_autotuning")  # reuse plain autotune winners
+    input_seed: str = S.default("input_seed")  # the generators' seed at each test and measurement, or "off"
     timeout: float | None = S.default("timeout")
     grace: float = S.default("grace")
     extra_args: list[str] = field(default_factory=lambda: S.default("extra_args"))

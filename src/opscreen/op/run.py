@@ -463,6 +463,7 @@ def child_config(req: OpRequest, out_dir: Path, shape_file: Path | None, argv: l
         "use_flagtune": req.use_flagtune,
         "use_flagtune_cost_model": req.use_flagtune_cost_model,
         "triton_cache_autotuning": req.triton_cache_autotuning,
+        "input_seed": req.input_seed,
         "out_dir": str(out_dir),
         "identity_path": str(out_dir / "run_identity.json"),
         "record_log_path": str(out_dir / "record.log"),

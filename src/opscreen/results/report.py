@@ -907,7 +907,7 @@ def identity_items(s: Summary) -> list[tuple[str, str]]:
         ("timer", cal.get("timer")), ("use_flagtune", cal.get("use_flagtune")),
         ("use_flagtune_cost_model", cal.get("use_flagtune_cost_model")),
         ("triton_cache_autotuning", cal.get("triton_cache_autotuning")), ("isolation", cal.get("isolation")),
-        ("shape mode", cal.get("shape_mode")), ("level", cal.get("level")),
+        ("input seed", cal.get("input_seed")), ("shape mode", cal.get("shape_mode")), ("level", cal.get("level")),
         ("dtypes", _show(cal.get("dtypes")) if cal.get("dtypes") else "(the suite's own)"),
         ("timing", _show(cal.get("timing")) if isinstance(cal.get("timing"), dict) else cal.get("timing")),
         ("suite", suite.get("name")), ("suite commit", cal.get("suite_commit") or suite.get("commit")),

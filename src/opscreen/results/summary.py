@@ -915,12 +915,15 @@ def caliber_of(identity: dict, caliber: dict | None = None) -> dict:
     """The caliber block of a run or op (``caliber``, else its identity's), with its
     ``isolation`` filled in where an identity written before the block held it does not say
     it: the mode its settings asked (a run), the mode its op ran in (an op dir), else ``op``
-    (the only mode before warm workers); and its ``triton_cache_autotuning`` where the block
+    (the only mode before warm workers); its ``input_seed`` where the block does not hold it:
+    ``off``, what every run made before the setting ran with; and its ``triton_cache_autotuning`` where the block
     does not hold it but the op's identity recorded what its child found at start
     (``tuning_caches_at_start``; a run identity of that time does not say, and stays without)."""
     cal = dict(caliber if caliber is not None else identity.get("caliber") or {})
     if cal and not cal.get("isolation"):
         cal["isolation"] = (identity.get("settings") or {}).get("isolation") or identity.get("isolation") or "op"
+    if cal and "input_seed" not in cal:
+        cal["input_seed"] = "off"  # opscreen seeded nothing before the setting (opscreen.child.inputs)
     seen = (identity.get("tuning_caches_at_start") or {}).get("triton_cache_autotuning")
     if cal and "triton_cache_autotuning" not in cal and isinstance(seen, bool):
         cal["triton_cache_autotuning"] = "1" if seen else "0"
