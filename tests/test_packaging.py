@@ -101,7 +101,7 @@ def test_package_data_patterns_each_name_files():
     for pat in patterns:
         assert [p for p in PKG.glob(pat) if p.is_file()], f"package-data pattern {pat!r} names no file"
     assert {p.name for p in DATA.iterdir()} == DEFAULT_ASSETS | {"floors"}
-    assert sorted(p.name for p in (DATA / "floors").iterdir()) == ["nvidia-h200.json"]  # the floors tables shipped
+    assert sorted(p.name for p in (DATA / "floors").iterdir()) == ["nvidia-h100-80gb-hbm3.json", "nvidia-h200.json"]  # the floors tables shipped
     assert (ROOT / "ops").is_symlink() and (ROOT / "ops").resolve() == DATA, "ops/ is a link to the shipped assets, one copy"
 
 
@@ -114,7 +114,7 @@ def test_wheel_ships_the_package_whole(wheel):
     assert not missing, sorted(missing)
     assert "opscreen/py.typed" in names
     assert {f"opscreen/assets/data/{n}" for n in DEFAULT_ASSETS} <= names
-    assert "opscreen/assets/data/floors/nvidia-h200.json" in names
+    assert {"opscreen/assets/data/floors/nvidia-h200.json", "opscreen/assets/data/floors/nvidia-h100-80gb-hbm3.json"} <= names
     from opscreen.contracts import CONTRACTS
 
     assert {f"opscreen/schemas/{c.schema_file()}" for c in CONTRACTS} <= names  # the contracts' JSON Schemas
