@@ -20,15 +20,10 @@ import pytest
 
 pytest.importorskip("torch")
 
+from test_op_e2e import CONFTEST  # noqa: E402 - the options opscreen passes a FlagGems-layout suite
+
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src"
-
-CONFTEST = '''
-def pytest_addoption(parser):
-    for opt in ("--level", "--record", "--mode", "--warmup", "--iter", "--shape_file", "--output"):
-        parser.addoption(opt, default=None)
-    parser.addoption("--dtypes", action="append", default=None)
-'''
 
 BASE = '''
 import time

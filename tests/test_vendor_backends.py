@@ -222,7 +222,7 @@ def test_plan_uses_the_direct_timer_and_no_cuda_only_plugin(name, cli):
     plan = json.loads(res.stdout)
     assert plan["timer"] == "direct" and plan["vendor"] == VENDORS[name].vendor
     assert plan["plugins"] == ["opscreen.child.device", "opscreen.child.identity", "opscreen.child.report",
-                               "opscreen.child.timing"]
+                               "opscreen.child.inputs", "opscreen.child.timing"]
 
 
 def test_mlu_names_torch_mlus_graph_class():
