@@ -4,6 +4,7 @@ false calls on plain reruns and its power on a known change.
 
     python bench/noise_model.py RUN_DIR RUN_DIR ... [--folds 2] [--seed 1] [--json OUT]
     python bench/noise_model.py A1,A2,A3 B1,B2 ...     (draws: runs are paired within one)
+    python bench/noise_model.py ... --by-op 12 [--drop OP,OP]   (whose false calls; the rates without those ops)
 
 The run dirs screened the same ops with the same settings (fresh processes and/or warm
 workers: bench/device/noise.sh makes them on a GPU, ``opscreen calibrate --backend cpu``
@@ -134,6 +135,8 @@ def main(argv=None) -> int:
     ap.add_argument("--json", help="write the figures here")
     ap.add_argument("--by-op", type=int, default=0, metavar="N",
                     help="also print the N ops with the most rows called, by history (false calls: whose are they?)")
+    ap.add_argument("--drop", default="", metavar="OP,OP",
+                    help="leave these ops out of every run, fitting and judging alike (what would the rates be without them?)")
     a = ap.parse_args(argv)
     try:  # RUN,RUN,... is one draw, as for opscreen calibrate
         groups = [[str(p) for p in g] for g in draw_groups(a.runs)]
@@ -145,6 +148,8 @@ def main(argv=None) -> int:
     summaries = []
     for r in paths:
         s = load_or_build(r)[0]
+        if a.drop:
+            s = restrict(s, {o.op for o in s.ops} - set(a.drop.split(",")))
         if len(groups) > 1:
             s.name = r  # a draw's "op" is not another draw's "op"
         summaries.append(s)

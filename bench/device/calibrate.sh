@@ -72,8 +72,15 @@ PY
 done
 pooled=$(sed -n 's/^  \(opscreen calibrate .*\)$/\1/p' "$log" | tail -1)
 if [ "$rc" = 0 ] && [ -n "$pooled" ]; then
-  echo "== $pooled" | tee -a "$log"
-  python3 -m $pooled --out "$OUT/floors-$model-pooled.json" >> "$log" 2>&1; echo "pooled rc=$?" | tee -a "$log"
+  # a table's provenance may name its screens relative to where it was fitted, <seed>/<screen> (the
+  # shipped H100 table does): pool in a folder where <seed> is that draw's unpacked work dir, and
+  # name this draw's screens the same way
+  mkdir -p "$W/draws"
+  for d in "$W/$model"-*/; do b=$(basename "$d"); ln -sfn "${d%/}" "$W/draws/${b#"$model-"}"; done
+  pooled=${pooled//"$W/$model-"/}
+  echo "== (in $W/draws) $pooled" | tee -a "$log"
+  (cd "$W/draws" && python3 -m $pooled --out "$OUT/floors-$model-pooled.json") >> "$log" 2>&1
+  echo "pooled rc=$?" | tee -a "$log"
 fi
 # the run dirs, less the checkout path and the .pyshim links (as bench/results stores runs)
 rm -rf "/tmp/calpack/$name" && mkdir -p /tmp/calpack && cp -r "$work" "/tmp/calpack/$name" \
