@@ -3,9 +3,9 @@
 #
 #   bash bench/device/prepare.sh FLAGGEMS_GIT [COMMIT]
 #
-# FLAGGEMS_GIT is a FlagGems git repository, a bare one (what the session's `fetch` brings:
-# /work/.mirror/flagos-ai+FlagGems/repo) or a checkout. COMMIT defaults to the one every
-# bench/results page measured (ed2508b; _env.sh declares it as OPSCREEN_SUITE_COMMIT: give
+# FLAGGEMS_GIT is a FlagGems git repository: a bare one (a mirror, as the session's `fetch`
+# brings it) or a checkout. COMMIT defaults to the one every
+# bench/results page measured, ed2508b, which _env.sh declares as OPSCREEN_SUITE_COMMIT (give
 # another one and export OPSCREEN_SUITE_COMMIT to match in the device command). It writes, all
 # ignored through .git/info/exclude (never committed: they are built from fetched code):
 # - .fg/FlagGems: src/, benchmark/, conf/ and pytest.ini of COMMIT (about 29 MiB);
@@ -21,7 +21,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ $# -ge 1 ] || { echo "usage: bash bench/device/prepare.sh FLAGGEMS_GIT [COMMIT] (a FlagGems git repository or checkout)" >&2; exit 2; }
 src="$1"
-commit="${2:-ed2508bcb5a03000e9774734201d840ba362cd11}"
+# the default is the commit _env.sh declares on the device, read from there so the two never differ
+commit="${2:-$(sed -n 's/.*OPSCREEN_SUITE_COMMIT:-\([0-9a-f]\{40\}\).*/\1/p' bench/device/_env.sh)}"
 if git -C "$src" rev-parse --git-dir >/dev/null 2>&1; then gd=$(git -C "$src" rev-parse --absolute-git-dir)
 else echo "prepare.sh: $src is not a git repository: give a FlagGems clone or the fetched mirror" >&2; exit 2; fi
 git --git-dir "$gd" cat-file -e "$commit^{commit}" 2>/dev/null \
