@@ -20,7 +20,8 @@ to the OTHER folds' ops, and ``compare_summaries`` with that table judges the fo
   B (chip: the ops' device UUIDs differ) and worker against fresh (cross);
 * power: B's library latency scaled in memory by 1.05 on graph rows whose kernel is 10 us or
   more and by 1.10 on those under 10 us (what bench/inject.py does to a copy of the record
-  logs), the share called slower.
+  logs), the share called slower; rows whose library launched no kernel (basis ``no-kernel``,
+  a view) are not counted.
 
 It prints one line per pair kind and the pooled figures; these are the figures of
 bench/results/2026-12-02-h200-noise-model.md and docs/results.md.
@@ -92,8 +93,8 @@ def power(c, out: dict) -> None:
     chip; ``chip``: the op ran on another chip in B, where a 5 % step lies within two chips'
     own spread) and latency bin."""
     for r in c.rows:
-        if r.verdict not in MEASURED or not (r.a_timer == "graph" and r.b_timer == "graph"):
-            continue
+        if r.verdict not in MEASURED or not (r.a_timer == "graph" and r.b_timer == "graph") or r.basis == "no-kernel":
+            continue  # a graph replay of no kernel (a view) has no kernel time to slow down
         small = min(r.a_torch_ms, r.a_lib_ms) < SMALL_KERNEL_MS
         hist = (r.floors or c.history).split("/", 1)[0]
         e = out.setdefault(f"{hist} " + ("<10us x1.10" if small else ">=10us x1.05"), {"rows": 0, "slower": 0})

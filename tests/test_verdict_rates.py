@@ -46,11 +46,12 @@ def test_a_run_against_itself_calls_nothing(vr, tmp_path, capsys):
         assert t["same"]["n"] + t["unresolved"]["n"] == t["rows"]
     # the fixtures name no device, so the speedup is judged alone, by the H200 table's fresh-rerun
     # speedup band (3.76 % under 10 us, 3.39 % above: the op-weighted quantile, torch's spread in it),
-    # within the 5 % margin: a row is the same unless its own samples' noise widens its band past the
-    # margin (15 small kernels here), and then unresolved, never called
+    # within the 5 % margin: the 15 norm_scalaropt_dim rows are the same; the 15 flatten rows (a view:
+    # the graph replays no kernel, 7.5-15 ns a call, samples' noise 8-62 %) are the same by basis
+    # no-kernel, where their samples' noise would have left them unresolved; never called
     assert rep["rates"]["graph"]["rows"] == 30
     assert rep["rates"][">=10us"]["same"]["n"] == rep["rates"][">=10us"]["rows"] == 7
-    assert rep["rates"]["all"]["same"]["n"] == 15 and rep["rates"]["all"]["unresolved"]["n"] == 15
+    assert rep["rates"]["all"]["same"]["n"] == 30 and rep["rates"]["all"]["unresolved"]["n"] == 0
     assert rep["rates"]["<10us"]["rows"] + rep["rates"][">=10us"]["rows"] == 30
     assert "power" not in rep and sorted(run.rglob("*")) == before  # nothing written into the run
     assert "called    0 (  0.0 %" in capsys.readouterr().out
@@ -72,13 +73,17 @@ def test_every_injected_graph_row_is_called_slower(vr, inj, tmp_path, capsys):
     assert "power 100.0 %" in text and "rows not injected (false calls):" in text
 
 
-def test_an_injected_row_inside_its_noise_is_unresolved_not_same(vr, inj, tmp_path):
-    """flatten's rows (8 ns views: their samples' bands are 38-185 %): x1.5 (a 40.5 % move) is
-    unresolved where the band is wider, and slower on the one row whose band is narrower."""
-    a, b = WORKER_AB / "op", tmp_path / "b"
-    assert inj.main([str(a), str(b), "--factor", "1.5", "--ops", "flatten"]) == 0
-    p = rates(vr, [a, b, "--injected", b / "injected.json", *H200], tmp_path)["power"]
-    assert p["rates"]["all"]["verdicts"] == {"unresolved": 14, "slower": 1}
+def test_an_injected_view_is_same_until_it_reads_as_a_kernel(vr, inj, tmp_path):
+    """flatten's rows are views: the graph replays no kernel, 7.5-15 ns a call (their samples'
+    bands 38-185 %). x1.5 keeps them under compare's no-kernel limit (0.2 us): `same`, basis
+    no-kernel, never a kernel's slowdown; x40 lifts B to 0.3-0.6 us, a reading of device work,
+    which is then judged by its band and called slower."""
+    a = WORKER_AB / "op"
+    for factor, want in (("1.5", {"same": 15}), ("40", {"slower": 15})):
+        b = tmp_path / f"b{factor}"
+        assert inj.main([str(a), str(b), "--factor", factor, "--ops", "flatten"]) == 0
+        p = rates(vr, [a, b, "--injected", b / "injected.json", *H200], tmp_path)["power"]
+        assert p["rates"]["all"]["verdicts"] == want, factor
 
 
 def test_threshold_rows_and_a_faster_injection(vr, inj, tmp_path):

@@ -177,6 +177,56 @@ def test_fit_recovers_the_scale_of_known_noise():
     assert calls <= 5  # of 1000 rows, alpha 1 %: expected <= 10 (the minimum change cuts more)
 
 
+def test_fit_leaves_out_the_ops_whose_autotune_picks_differ():
+    """An op whose recorded picks differ between the two processes reads two levels (`pick` in
+    compare): its spread is not the noise the other ops' bands must cover, so the fit leaves its
+    rows out and names it in the provenance."""
+    at = lambda cfg: {"source": "triton.runtime.autotuner",  # noqa: E731
+                      "kernels": {"lib.k": {"picks": {"(64,)": cfg}, "from": "tuned", "configs": 2}}}
+    steady = [_row(op=f"op{k}", shape=f"[{i}]", torch_ms=0.05, lib_ms=0.05) for k in range(4) for i in range(5)]
+    def run(name, level, cfg):
+        rows = steady + [_row(op="flip", shape=f"[{i}]", torch_ms=0.05, lib_ms=level) for i in range(5)]
+        return _summary(rows, name=name, autotune={"flip": at(cfg)})
+    a = run("A", 0.05, "BLOCK: 64")
+    t = noise.fit([(a, run("B", 0.09, "BLOCK: 128"), "rerun")], name="fit", match=".*", provenance={"x": 1})
+    (cell,) = t.cells
+    assert (cell.ops, cell.rows, cell.rms_lib) == (4, 20, 0.0)
+    assert t.provenance == {"x": 1, "pick_ops_left_out": {"flip": ["A->B"]}}
+    # the same picks: the op's 58 % step is noise of the setup, and the fit keeps it
+    t2 = noise.fit([(a, run("B", 0.09, "BLOCK: 64"), "rerun")], name="fit", match=".*", provenance={})
+    (cell2,) = t2.cells
+    assert (cell2.ops, cell2.rows) == (5, 25) and cell2.q_lib == pytest.approx(math.log(0.09 / 0.05), rel=1e-4)
+    assert "pick_ops_left_out" not in t2.provenance
+
+
+def test_a_library_that_launched_no_kernel_is_same_not_slower():
+    """A view (H100, expand_): the graph replays no kernel, so a call reads 8-19 ns, the replay's
+    own overhead, and one process reads 1.7 x the other. That ratio is no kernel's change."""
+    r, c = _one(dict(torch_ms=8.5e-6, lib_ms=8.4e-6), dict(torch_ms=1.49e-5, lib_ms=1.43e-5))
+    assert (r.verdict, r.basis, r.side, r.judged) == (Verdict.SAME, "no-kernel", "lib", None)
+    assert "no-kernel" in format_comparison(c)
+    # one reading under the limit is not enough: the library launched a kernel in B (2 us) and is slower
+    r, _ = _one(dict(torch_ms=8.5e-6, lib_ms=8.4e-6), dict(torch_ms=8.5e-6, lib_ms=0.002))
+    assert r.verdict == Verdict.SLOWER
+    # under the limit but not a graph replay (a host timer on the CPU): judged as any row
+    r, _ = _one(dict(torch_ms=1e-4, lib_ms=1e-4, torch_timer="wallclock", lib_timer="wallclock", torch_noise_pct=1.0, lib_noise_pct=1.0),
+                dict(torch_ms=1e-4, lib_ms=1.5e-4, torch_timer="wallclock", lib_timer="wallclock", torch_noise_pct=1.0, lib_noise_pct=1.0))
+    assert r.basis != "no-kernel" and r.verdict in (Verdict.SLOWER, Verdict.UNRESOLVED)
+    # across device models (the speedup judged alone) as well
+    a = _summary([_row(torch_ms=8.5e-6, lib_ms=8.4e-6)], name="A")
+    b = _summary([_row(torch_ms=1.49e-5, lib_ms=1.43e-5)], name="B", caliber={**H200, "device_name": "NVIDIA H100"})
+    (r,) = compare_summaries(a, b, table=None, allow=("device_name",)).rows
+    assert (r.verdict, r.basis) == (Verdict.SAME, "no-kernel")
+
+
+def test_fit_leaves_out_readings_of_no_kernel():
+    steady = [_row(op=f"op{k}", shape=f"[{i}]", torch_ms=0.005, lib_ms=0.005) for k in range(3) for i in range(4)]
+    a = _summary(steady + [_row(op="view", shape=f"[{i}]", torch_ms=8.5e-6, lib_ms=8.4e-6) for i in range(4)], name="A")
+    b = _summary(steady + [_row(op="view", shape=f"[{i}]", torch_ms=1.49e-5, lib_ms=1.43e-5) for i in range(4)], name="B")
+    (cell,) = noise.fit([(a, b, "rerun")], name="fit", match=".*", provenance={}).cells
+    assert (cell.ops, cell.rows, cell.rms_lib) == (3, 12, 0.0)
+
+
 def test_op_weighted_quantile_weighs_each_op_alike():
     # 100 rows of one op at 1 %, one row of another at 5 %: by rows the 75th percentile is 1 %,
     # by ops (each weighing 1) it is 5 %

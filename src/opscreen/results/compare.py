@@ -40,6 +40,8 @@ docs/results.md has the rule with a row checked by hand):
 - "moved" is ``|d| > band`` and ``|d| >= min_change`` (:data:`DEFAULT_MIN_CHANGE`, the
   minimum practical change); a moved row of an op whose autotune picks differ between A
   and B is ``pick``, not faster/slower;
+- a row whose library both runs read as a graph replay of no kernel (under
+  :data:`opscreen.results.noise.NO_KERNEL_MS` a call: a view) is ``same``, basis ``no-kernel``;
 - ``--fail-on`` fails on ``slower`` rows past its percent and ``broken`` rows, and on
   ``unresolved`` and ``pick`` rows only with ``unresolved="fail"``.
 
@@ -57,7 +59,6 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..child.autotune import differing as _picks_differing
 from ..errors import UsageError, read_input
 from ..fsio import atomic_write_text
 from . import noise as _noise
@@ -241,7 +242,7 @@ class CompareRow:
     verdict: Verdict
     change: float | None = None  # metric_B / metric_A - 1 (+: B faster)
     band: float | None = None  # the row's band: the widest of its sources, as |ln ratio|
-    basis: str | None = None  # the source that set the band: samples | threshold | floors | floors-default | repeats | aa
+    basis: str | None = None  # the source that set the band: samples | threshold | floors | floors-default | repeats | aa; or no-kernel, pick, baseline
     floors: str | None = None  # the floors cell the row was looked up in (history/timer/latency bin)
     side: str | None = None  # what was judged: lib or torch (each side on its own, one device model) or speedup
     judged: float | None = None  # that quantity's change, + when it got faster (lib_A/lib_B - 1, torch_A/torch_B - 1)
@@ -604,6 +605,15 @@ def _judge_sides(cr: CompareRow, ra: list, rb: list, lr: float, ctx: dict) -> No
         cr.verdict = Verdict.SAME if abs(dl) + bl <= ctx["margin"] + 1e-12 else Verdict.UNRESOLVED
 
 
+def _lib_idle(ra: list, rb: list) -> bool:
+    """Both runs read the library as a graph replay that timed no kernel (a view such as
+    ``expand_``: 8-19 ns a call, the replay's own overhead; :data:`opscreen.results.noise.NO_KERNEL_MS`).
+    Its ratio is no kernel's change, so the row is ``same``, basis ``no-kernel``; one that
+    launches a kernel in B reads 0.87 us or more there and is judged as any other row."""
+    ms, tm = COL["lib_ms"], COL["lib_timer"]
+    return _noise.no_kernel(ra[ms], ra[tm]) and _noise.no_kernel(rb[ms], rb[tm])
+
+
 def throttled_side(ra: list, rb: list) -> str | None:
     """Which run measured this row while its device throttled: A, B, A+B, or None."""
     i = COL["throttled"]
@@ -615,18 +625,6 @@ def device_of(s: Summary) -> str | None:
     """The device model a run measured on: its caliber's, else its first op's that names one."""
     name = (s.caliber or {}).get("device_name")
     return name or next((o.device_name for o in s.ops if o.device_name), None)
-
-
-def op_picks(a: Summary, b: Summary) -> dict[str, list[dict]]:
-    """op -> the autotuned kernels' winners A and B recorded with different configs."""
-    pa = {o.op: o.autotune for o in a.ops if o.autotune}
-    out = {}
-    for o in b.ops:
-        if o.autotune and o.op in pa:
-            diff = _picks_differing(pa[o.op], o.autotune)
-            if diff:
-                out[o.op] = diff
-    return out
 
 
 def _join_measured(cr: CompareRow, ra: list, rb: list, vi: int, metric: str, ctx: dict) -> None:
@@ -642,7 +640,10 @@ def _join_measured(cr: CompareRow, ra: list, rb: list, vi: int, metric: str, ctx
         cr.change = ratio - 1.0
         lr = math.log(ratio)
         sides = (cr.a_lib_ms, cr.b_lib_ms, cr.a_torch_ms, cr.b_torch_ms)
-        if metric == "speedup" and ctx["one_device"] and all(isinstance(v, (int, float)) and v > 0 for v in sides):
+        if _lib_idle(ra, rb):  # the library launched no kernel in either run: nothing on the device to compare
+            cr.band, cr.basis, cr.floors = _band("speedup", cr, ra, rb, metric, ctx)
+            cr.side, cr.judged, cr.basis, cr.verdict = "lib", None, "no-kernel", Verdict.SAME
+        elif metric == "speedup" and ctx["one_device"] and all(isinstance(v, (int, float)) and v > 0 for v in sides):
             _judge_sides(cr, ra, rb, lr, ctx)
         else:
             cr.band, cr.basis, cr.floors = _band("speedup", cr, ra, rb, metric, ctx)
@@ -689,7 +690,7 @@ def compare_summaries(
     isp, ilib, itor = COL["speedup"], COL["lib_ms"], COL["torch_ms"]
     a_rows = {(r[iop], r[ivar] or "", r[idt], r[ish]): r for r in a.rows}
     b_status = {o.op: o.status for o in b.ops}
-    picks = op_picks(a, b)
+    picks = _noise.op_picks(a, b)
     history = _noise.history_of((a.caliber or {}).get("isolation"), (b.caliber or {}).get("isolation"))
     ctx = {"k": k, "threshold": threshold, "floors": floors, "table": table, "history": history, "alpha": alpha,
            "min_change": min_change, "margin": max_band, "picks": picks}

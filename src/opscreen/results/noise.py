@@ -56,17 +56,24 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .. import contracts
+from ..child.autotune import differing as _picks_differing
 from ..child.timed_value import timer_method
 from ..errors import UsageError
 from .summary import COL
 
 __all__ = [
-    "FLOORS", "BIN_EDGES_MS", "DEFAULT_ALPHA", "HISTORIES", "FALLBACK", "Cell", "FloorsTable", "t_critical", "timer_group",
-    "history_of", "row_history", "device_uuids", "fit", "load", "find", "conservative", "floors_dirs", "write",
+    "FLOORS", "BIN_EDGES_MS", "NO_KERNEL_MS", "DEFAULT_ALPHA", "HISTORIES", "FALLBACK", "Cell", "FloorsTable", "t_critical", "timer_group",
+    "history_of", "row_history", "device_uuids", "fit", "op_picks", "no_kernel", "load", "find", "conservative", "floors_dirs", "write",
 ]
 
 FLOORS = contracts.FLOORS
 BIN_EDGES_MS = (0.010,)  # [0, 10 us), [10 us, inf): the split two H200 sessions' A/A figures showed
+#: A graph-replayed latency under this (ms) per call timed no kernel: the op launched nothing on the
+#: device (a view such as ``expand_``) and the figure is the replay's own overhead spread over its
+#: calls (8-19 ns on an H100, in one process 1.7 x the other's). The smallest kernel any H200 or
+#: H100 screen read took 0.87 us. Such a reading is left out of the fit, and compare judges a side
+#: read under it in both runs as doing no device work (basis ``no-kernel``).
+NO_KERNEL_MS = 0.0002
 DEFAULT_ALPHA = 0.01  # two-sided, per row: the expected false calls are alpha x rows on a rerun
 HISTORIES = ("rerun", "worker", "chip", "cross")
 #: the history whose cells judge a history's rows when a table has none of its own: its rerun
@@ -268,15 +275,23 @@ def _op_weighted_quantile(by_op: dict[str, list[float]], q: float) -> float:
 def fit(pairs: Iterable[tuple[Any, Any, str]], *, name: str, match: str, provenance: dict,
         alpha: float = DEFAULT_ALPHA) -> FloorsTable:
     """A table from pairs of summaries ``(A, B, history)`` of the same ops: every row
-    measured in both with a positive speedup and library latency falls into its cell."""
+    measured in both with a positive speedup and library latency falls into its cell, except
+    the rows of an op whose recorded autotune picks differ between A and B (:func:`op_picks`):
+    ``compare`` names their moves ``pick``, so their spread is not the noise the other ops'
+    bands must cover. The ops so left out are named in the provenance (``pick_ops_left_out``:
+    op -> the pairs, ``A->B``, where its picks differed)."""
     acc: dict[tuple, dict] = {}
     n_pairs: dict[tuple, set] = {}
+    left_out: dict[str, list[str]] = {}
     for k, (a, b, pair_history) in enumerate(pairs):
         rows_a = {_key(r): r for r in a.rows if _usable(r)}
         ua, ub = device_uuids(a), device_uuids(b)
+        picked = op_picks(a, b)
+        for op in sorted(picked):
+            left_out.setdefault(op, []).append(f"{getattr(a, 'name', '?')}->{getattr(b, 'name', '?')}")
         for rb in b.rows:
             ra = rows_a.get(_key(rb))
-            if ra is None or not _usable(rb):
+            if ra is None or not _usable(rb) or rb[COL["op"]] in picked:
                 continue
             ga = timer_group(ra[COL["torch_timer"]], ra[COL["lib_timer"]])
             group = ga if ga == timer_group(rb[COL["torch_timer"]], rb[COL["lib_timer"]]) else "mixed"
@@ -306,7 +321,21 @@ def fit(pairs: Iterable[tuple[Any, Any, str]], *, name: str, match: str, provena
             max=round(ad[-1], 6), pairs=len(n_pairs[key]), alpha=alpha,
             q_speedup=qs["d"], q_lib=qs["dl"], q_torch=qs["dt"],
         ))
+    if left_out:
+        provenance = {**provenance, "pick_ops_left_out": left_out}
     return FloorsTable(name=name, match=match, cells=cells, provenance=provenance)
+
+
+def op_picks(a: Any, b: Any) -> dict[str, list[dict]]:
+    """op -> the autotuned kernels' winners A and B recorded with different configs."""
+    pa = {o.op: o.autotune for o in a.ops if o.autotune}
+    out = {}
+    for o in b.ops:
+        if o.autotune and o.op in pa:
+            diff = _picks_differing(pa[o.op], o.autotune)
+            if diff:
+                out[o.op] = diff
+    return out
 
 
 def ops_by_timer(summary: Any) -> dict[str, set[str]]:
@@ -324,7 +353,13 @@ def _key(r: list) -> tuple:
 
 def _usable(r: list) -> bool:
     vals = (r[COL["speedup"]], r[COL["lib_ms"]], r[COL["torch_ms"]])
-    return r[COL["status"]] == "ok" and all(isinstance(v, (int, float)) and v > 0 for v in vals)
+    return (r[COL["status"]] == "ok" and all(isinstance(v, (int, float)) and v > 0 for v in vals)
+            and not no_kernel(r[COL["lib_ms"]], r[COL["lib_timer"]]) and not no_kernel(r[COL["torch_ms"]], r[COL["torch_timer"]]))
+
+
+def no_kernel(ms: Any, timer: Any) -> bool:
+    """Whether a reading is a graph replay that timed no kernel (:data:`NO_KERNEL_MS`)."""
+    return bool(timer) and timer_method(timer) == "graph" and isinstance(ms, (int, float)) and 0 < ms < NO_KERNEL_MS
 
 
 # The built-in table for a device that has none: the widest an H200 showed between two

@@ -936,6 +936,8 @@ _ADVICE = {
     "aa": "an A/A drift (--aa) decided: `opscreen calibrate` measures a floors table in its place",
     "baseline": "torch's latency moved while the library's did not: the reference changed (clocks, placement, "
                 "torch build); rerun both with `--repeats 3`",
+    "no-kernel": "both runs timed a graph replay of no kernel for the library (a view): nothing on the device "
+                 "to compare, so the row is same",
     "pick": "the two runs' autotuners chose different configs for the op: its change is partly the configs' "
             "(TRITON_CACHE_AUTOTUNING=1 with a shared cache dir pins plain @triton.autotune winners)",
 }  # fmt: skip
