@@ -131,6 +131,23 @@ def test_one_odd_run_inside_the_series_is_an_outlier(tmp_path):
     assert [c.key() for c in h.cases if c.changes] == []
 
 
+def test_a_view_has_no_change_point_until_it_launches_a_kernel(tmp_path):
+    """A view: the graph replays no kernel, so every run reads the replay's overhead (here 1e-5 of
+    the case's latency, under 0.2 us a call), one process 1.7 x another. No change point, basis
+    no-kernel; the same case launching a kernel from run 6 on is a step, found at its commit."""
+    jumpy = lambda i, op, dtype, si: (1e-5 * (1.7 if i % 2 else 1.0)) if (op, dtype, si) == CASE else 1.0  # noqa: E731
+    h = history(tmp_path / "a", screens(tmp_path / "a", 10, factor=jumpy), rms=0.006)
+    (c,) = [c for c in h.cases if c.basis == "no-kernel"]  # that case alone
+    assert (c.op, c.dtype, c.changes, c.flips, c.moves) == (*CASE[:2], [], 0, [0] * 9)
+    assert not any(x.changes for x in h.cases)
+    launches = lambda i, op, dtype, si: (1e-5 if i < 6 else 1.0) if (op, dtype, si) == CASE else 1.0  # noqa: E731
+    h = history(tmp_path / "b", screens(tmp_path / "b", 10, factor=launches), rms=0.006)
+    changed = [x for x in h.cases if x.changes]
+    assert len(changed) == 1 and changed[0].basis != "no-kernel"
+    (ch,) = changed[0].changes
+    assert (ch.before_commit, ch.after_commit, ch.direction) == (commit(5), commit(6), "slower")
+
+
 def test_the_lib_ms_metric_calls_a_slower_library_slower(tmp_path):
     h = history(tmp_path, screens(tmp_path, 8, factor=step_at(4, 1.10)), rms=0.006, metric="lib_ms")
     (c,) = [c for c in h.cases if c.changes]

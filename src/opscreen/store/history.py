@@ -261,6 +261,15 @@ def case_band(case: CaseHistory, table: "_noise.FloorsTable | None", metric: str
     return max(cands, key=lambda c: c[0])
 
 
+def _no_kernel(case: CaseHistory) -> bool:
+    """Every run timed the library as a graph replay of no kernel (a view: 8-19 ns a call on an
+    H100, one process reading 1.7 x another): its series is the replay's overhead, so it has no
+    change point. A run whose library launched a kernel reads 0.87 us or more, and the case is then
+    searched as any other."""
+    libs = [(lib, lt) for _, lib, _, lt in case.timing if isinstance(lib, (int, float)) and lib > 0]
+    return bool(libs) and all(_noise.no_kernel(lib, lt) for lib, lt in libs)
+
+
 # ---------------------------------------------------------------- change points
 
 
@@ -406,6 +415,9 @@ def load_history(store: Store, op: str | None, device: str | None, *, caliber: i
     hist = _noise.history_of(iso, iso)
     for case in cases:
         case.band, case.basis, case.cell = case_band(case, table, metric, k, min_change, hist)
+        if _no_kernel(case):  # a view in every run: no kernel's time to follow (results/noise.py, NO_KERNEL_MS)
+            case.basis, case.moves, case.flips, case.changes = "no-kernel", [0] * max(0, len(case.points) - 1), 0, []
+            continue
         case.moves = _moves(case, case.band, metric)
         case.flips = _flips(case.moves)
         case.changes = detect(case, run_list, metric, case.band, case.basis, case.cell, min_size)
