@@ -151,3 +151,23 @@ def test_report_marks_unresolved_rows(pair):
     assert f"Unresolved ({n_un} rows: a change inside its band" in html
     assert html.count('<td class="verdict warn">unresolved</td>') >= n_un
     assert "unresolved" in html.split('id="slowest"')[1]  # the lowest speedups mark them
+
+
+def test_a_view_is_counted_as_no_kernel_not_unresolved(tmp_path, capsys):
+    """The real H200 worker A/B fixture's flatten rows: a view, whose graph replay holds no kernel
+    (7.5-15 ns a call, samples' noise 8-62 %). The summary counts them under no_kernel, the report
+    marks them 'ok, no kernel', and neither calls them unresolved."""
+    import shutil
+
+    run = tmp_path / "op"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "worker_ab" / "op", run)
+    assert main(["summary", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "unresolved: 0 ok rows" in out and "no kernel: 15 ok rows" in out and "(flatten 15)" in out
+    u = json.loads((run / "summary.json").read_text())["unresolved"]
+    assert (u["rows"], u["no_kernel"]) == (0, {"rows": 15, "by_op": {"flatten": 15}})
+    assert main(["report", str(run)]) == 0
+    html = (run / "report.html").read_text()
+    assert html.count("ok, no kernel") >= 15 and "ok, unresolved" not in html  # each row, in every table it is in
+    rows = [r for r in html.split("<tr ")[1:] if "ok, no kernel" in r]
+    assert rows and all(r.startswith('data-op="flatten"') for r in rows)

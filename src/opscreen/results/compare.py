@@ -41,7 +41,7 @@ docs/results.md has the rule with a row checked by hand):
   minimum practical change); a moved row of an op whose autotune picks differ between A
   and B is ``pick``, not faster/slower;
 - a row whose library both runs read as a graph replay of no kernel (under
-  :data:`opscreen.results.noise.NO_KERNEL_MS` a call: a view) is ``same``, basis ``no-kernel``;
+  :data:`opscreen.results.summary.NO_KERNEL_MS` a call: a view) is ``same``, basis ``no-kernel``;
 - ``--fail-on`` fails on ``slower`` rows past its percent and ``broken`` rows, and on
   ``unresolved`` and ``pick`` rows only with ``unresolved="fail"``.
 
@@ -65,7 +65,7 @@ from . import noise as _noise
 from . import throttle as _throttle
 from ._io import csv_text
 from ..tables import table, to_text
-from .summary import COL, DEFAULT_MAX_BAND, NOISE_K, UNFINISHED, Summary, noise as _side_noise
+from .summary import COL, DEFAULT_MAX_BAND, NOISE_K, UNFINISHED, Summary, lib_no_kernel, noise as _side_noise
 
 __all__ = [
     "MUST_MATCH",
@@ -607,11 +607,10 @@ def _judge_sides(cr: CompareRow, ra: list, rb: list, lr: float, ctx: dict) -> No
 
 def _lib_idle(ra: list, rb: list) -> bool:
     """Both runs read the library as a graph replay that timed no kernel (a view such as
-    ``expand_``: 8-19 ns a call, the replay's own overhead; :data:`opscreen.results.noise.NO_KERNEL_MS`).
+    ``expand_``: 8-19 ns a call, the replay's own overhead; :data:`opscreen.results.summary.NO_KERNEL_MS`).
     Its ratio is no kernel's change, so the row is ``same``, basis ``no-kernel``; one that
     launches a kernel in B reads 0.87 us or more there and is judged as any other row."""
-    ms, tm = COL["lib_ms"], COL["lib_timer"]
-    return _noise.no_kernel(ra[ms], ra[tm]) and _noise.no_kernel(rb[ms], rb[tm])
+    return lib_no_kernel(ra) and lib_no_kernel(rb)
 
 
 def throttled_side(ra: list, rb: list) -> str | None:

@@ -59,7 +59,7 @@ from .. import contracts
 from ..child.autotune import differing as _picks_differing
 from ..child.timed_value import timer_method
 from ..errors import UsageError
-from .summary import COL
+from .summary import COL, NO_KERNEL_MS, no_kernel
 
 __all__ = [
     "FLOORS", "BIN_EDGES_MS", "NO_KERNEL_MS", "DEFAULT_ALPHA", "HISTORIES", "FALLBACK", "Cell", "FloorsTable", "t_critical", "timer_group",
@@ -68,12 +68,6 @@ __all__ = [
 
 FLOORS = contracts.FLOORS
 BIN_EDGES_MS = (0.010,)  # [0, 10 us), [10 us, inf): the split two H200 sessions' A/A figures showed
-#: A graph-replayed latency under this (ms) per call timed no kernel: the op launched nothing on the
-#: device (a view such as ``expand_``) and the figure is the replay's own overhead spread over its
-#: calls (8-19 ns on an H100, in one process 1.7 x the other's). The smallest kernel any H200 or
-#: H100 screen read took 0.87 us. Such a reading is left out of the fit, and compare judges a side
-#: read under it in both runs as doing no device work (basis ``no-kernel``).
-NO_KERNEL_MS = 0.0002
 DEFAULT_ALPHA = 0.01  # two-sided, per row: the expected false calls are alpha x rows on a rerun
 HISTORIES = ("rerun", "worker", "chip", "cross")
 #: the history whose cells judge a history's rows when a table has none of its own: its rerun
@@ -355,11 +349,6 @@ def _usable(r: list) -> bool:
     vals = (r[COL["speedup"]], r[COL["lib_ms"]], r[COL["torch_ms"]])
     return (r[COL["status"]] == "ok" and all(isinstance(v, (int, float)) and v > 0 for v in vals)
             and not no_kernel(r[COL["lib_ms"]], r[COL["lib_timer"]]) and not no_kernel(r[COL["torch_ms"]], r[COL["torch_timer"]]))
-
-
-def no_kernel(ms: Any, timer: Any) -> bool:
-    """Whether a reading is a graph replay that timed no kernel (:data:`NO_KERNEL_MS`)."""
-    return bool(timer) and timer_method(timer) == "graph" and isinstance(ms, (int, float)) and 0 < ms < NO_KERNEL_MS
 
 
 # The built-in table for a device that has none: the widest an H200 showed between two

@@ -89,6 +89,12 @@ SPREAD_WORST = 5
 # cannot be told from noise: the row is "unresolved" (docs/results.md, "Unresolved rows").
 NOISE_K = 2.0
 DEFAULT_MAX_BAND = 0.05
+#: A graph-replayed latency under this (ms) per call timed no kernel: the op launched nothing on the
+#: device (a view such as ``expand_`` or ``flatten``) and the figure is the replay's own overhead spread
+#: over its calls (8-19 ns on an H100, in one process 1.7 x the other's). The smallest kernel any H200
+#: or H100 screen read took 0.87 us. Such a row is not "unresolved" (no number of processes would
+#: resolve it); compare calls it ``same``, basis ``no-kernel``, and a floors fit leaves it out.
+NO_KERNEL_MS = 0.0002
 
 _OP_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -199,14 +205,22 @@ class Summary:
 
     def unresolved(self, max_band: float | None = None) -> dict:
         """Ok rows whose own band (:func:`row_band`) is wider than ``max_band`` (default
-        :attr:`max_band`): ``{"max_band", "k", "rows", "by_op": {op: n}}``."""
+        :attr:`max_band`): ``{"max_band", "k", "rows", "by_op": {op: n}, "no_kernel": {"rows",
+        "by_op"}}``; rows whose library timed no kernel (:func:`lib_no_kernel`, a view) are
+        counted under ``no_kernel`` instead, whatever their band."""
         mb = self.max_band if max_band is None else max_band
         by_op: dict[str, int] = {}
+        idle: dict[str, int] = {}
         for r in self.rows:
+            if r[COL["status"]] != "ok":
+                continue
             b = row_band(r, self.noise_k)
-            if r[COL["status"]] == "ok" and b is not None and b > mb + 1e-12:
+            if lib_no_kernel(r):
+                idle[r[COL["op"]]] = idle.get(r[COL["op"]], 0) + 1
+            elif b is not None and b > mb + 1e-12:
                 by_op[r[COL["op"]]] = by_op.get(r[COL["op"]], 0) + 1
-        return {"max_band": mb, "k": self.noise_k, "rows": sum(by_op.values()), "by_op": dict(sorted(by_op.items()))}
+        return {"max_band": mb, "k": self.noise_k, "rows": sum(by_op.values()), "by_op": dict(sorted(by_op.items())),
+                "no_kernel": {"rows": sum(idle.values()), "by_op": dict(sorted(idle.items()))}}
 
     def autotune_flips(self) -> list[dict]:
         """The autotuned kernels whose pick differs between an op's processes (``--repeats``):
@@ -263,6 +277,16 @@ def noise(r: list, side: str) -> float | None:
     ``<side>_noise_pct`` / 100 (the bands are computed in fractions of ln)."""
     v = r[COL[f"{side}_noise_pct"]]
     return None if v is None else float(v) / 100.0
+
+
+def no_kernel(ms: Any, timer: Any) -> bool:
+    """Whether a reading is a graph replay that timed no kernel (:data:`NO_KERNEL_MS`)."""
+    return bool(timer) and timer_method(timer) == "graph" and isinstance(ms, (int, float)) and 0 < ms < NO_KERNEL_MS
+
+
+def lib_no_kernel(r: list) -> bool:
+    """The summary row's library side timed no kernel (:func:`no_kernel`)."""
+    return no_kernel(r[COL["lib_ms"]], r[COL["lib_timer"]])
 
 
 def row_band(r: list, k: float = NOISE_K) -> float | None:
@@ -1136,6 +1160,12 @@ def _unresolved_lines(s: Summary) -> list:
         for op, n in sorted(u["by_op"].items(), key=lambda kv: (-kv[1], kv[0])):
             t.row(op, n, ok.get(op, "-"))
         lines.append(t)
+    idle = u["no_kernel"]
+    if idle["rows"]:
+        ops = ", ".join(f"{op} {n}" for op, n in sorted(idle["by_op"].items(), key=lambda kv: (-kv[1], kv[0])))
+        lines.append(f"no kernel: {idle['rows']} ok rows whose library the graph replay timed under "
+                     f"{NO_KERNEL_MS * 1e6:g} ns a call, so it launched no kernel (a view): not unresolved, "
+                     f"nothing on the device to time ({ops})")
     return lines
 
 
