@@ -5,6 +5,7 @@ false calls on plain reruns and its power on a known change.
     python bench/noise_model.py RUN_DIR RUN_DIR ... [--folds 2] [--seed 1] [--json OUT]
     python bench/noise_model.py A1,A2,A3 B1,B2 ...     (draws: runs are paired within one)
     python bench/noise_model.py ... --by-op 12 [--drop OP,OP]   (whose false calls; the rates without those ops)
+    python bench/noise_model.py ... --eq-alpha 0.01   (the equivalence test at the calls' 99 %: the rule before 2026-12-07)
 
 The run dirs screened the same ops with the same settings (fresh processes and/or warm
 workers: bench/device/noise.sh makes them on a GPU, ``opscreen calibrate --backend cpu``
@@ -20,8 +21,8 @@ to the OTHER folds' ops, and ``compare_summaries`` with that table judges the fo
   B (chip: the ops' device UUIDs differ) and worker against fresh (cross);
 * power: B's library latency scaled in memory by 1.05 on graph rows whose kernel is 10 us or
   more and by 1.10 on those under 10 us (what bench/inject.py does to a copy of the record
-  logs), the share called slower; rows whose library launched no kernel (basis ``no-kernel``,
-  a view) are not counted.
+  logs), the share called slower and the share called ``same`` (a false equivalence); rows
+  whose library launched no kernel (basis ``no-kernel``, a view) are not counted.
 
 It prints one line per pair kind and the pooled figures; these are the figures of
 bench/results/2026-12-02-h200-noise-model.md and docs/results.md.
@@ -89,21 +90,25 @@ def tally(c, out: dict, key: str | None = None, by_op: dict | None = None) -> No
 
 
 def power(c, out: dict) -> None:
-    """Count ``c``'s injected graph rows called slower, by the row's history (``rerun``: one
-    chip; ``chip``: the op ran on another chip in B, where a 5 % step lies within two chips'
-    own spread) and latency bin."""
+    """Count ``c``'s injected graph rows called slower, and those called ``same`` (a false
+    equivalence: the library did change, by 5 or 10 %, at or past the 5 % margin), by the row's
+    history (``rerun``: one chip; ``chip``: the op ran on another chip in B, where a 5 % step
+    lies within two chips' own spread) and latency bin."""
     for r in c.rows:
         if r.verdict not in MEASURED or not (r.a_timer == "graph" and r.b_timer == "graph") or r.basis == "no-kernel":
             continue  # a graph replay of no kernel (a view) has no kernel time to slow down
         small = min(r.a_torch_ms, r.a_lib_ms) < SMALL_KERNEL_MS
         hist = (r.floors or c.history).split("/", 1)[0]
-        e = out.setdefault(f"{hist} " + ("<10us x1.10" if small else ">=10us x1.05"), {"rows": 0, "slower": 0})
+        e = out.setdefault(f"{hist} " + ("<10us x1.10" if small else ">=10us x1.05"), {"rows": 0, "slower": 0, "same": 0})
         e["rows"] += 1
         e["slower"] += r.verdict == Verdict.SLOWER
+        e["same"] += r.verdict == Verdict.SAME
 
 
-def evaluate(summaries, folds: int, seed: int, draws: list[list[int]] | None = None) -> dict:
-    """``draws``: lists of indices into ``summaries``; runs are paired within one (default: all one)."""
+def evaluate(summaries, folds: int, seed: int, draws: list[list[int]] | None = None, eq_alpha: float = noise.EQ_ALPHA) -> dict:
+    """``draws``: lists of indices into ``summaries``; runs are paired within one (default: all one).
+    ``eq_alpha``: the equivalence test's level (compare's default; 0.01, the calls' own, is the rule
+    before 2026-12-07)."""
     draws = draws or [list(range(len(summaries)))]
     combos = [(i, j) for d in draws for i, j in itertools.combinations(d, 2)]
     ops = sorted({o.op for s in summaries for o in s.ops})
@@ -121,10 +126,10 @@ def evaluate(summaries, folds: int, seed: int, draws: list[list[int]] | None = N
         te = [restrict(s, test_ops) for s in summaries]
         for a, b in ((te[i], te[j]) for i, j in combos):
             hist = noise.history_of(a.caliber.get("isolation"), b.caliber.get("isolation"))
-            tally(compare_summaries(a, b, table=table, check=None), rates, f"{hist} {a.name}->{b.name}")
-            tally(compare_summaries(a, b, table=table), rates, by_op=called)
+            tally(compare_summaries(a, b, table=table, check=None, eq_alpha=eq_alpha), rates, f"{hist} {a.name}->{b.name}")
+            tally(compare_summaries(a, b, table=table, eq_alpha=eq_alpha), rates, by_op=called)
             if hist in ("rerun", "worker"):
-                power(compare_summaries(a, injected(b), table=table), pw)
+                power(compare_summaries(a, injected(b), table=table, eq_alpha=eq_alpha), pw)
     return {"ops": len(ops), "folds": folds, "seed": seed, "rates": rates, "power": pw, "called_by_op": called}
 
 
@@ -134,6 +139,9 @@ def main(argv=None) -> int:
     ap.add_argument("--folds", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", help="write the figures here")
+    ap.add_argument("--eq-alpha", type=float, default=noise.EQ_ALPHA, metavar="A",
+                    help=f"the equivalence test's level: same needs the 1 - A interval inside the margin (default "
+                         f"{noise.EQ_ALPHA:g}, compare's; 0.01 is the rule before 2026-12-07)")
     ap.add_argument("--by-op", type=int, default=0, metavar="N",
                     help="also print the N ops with the most rows called, by history (false calls: whose are they?)")
     ap.add_argument("--drop", default="", metavar="OP,OP",
@@ -156,7 +164,7 @@ def main(argv=None) -> int:
         summaries.append(s)
     starts = [sum(len(g) for g in groups[:k]) for k in range(len(groups))]
     draws = [list(range(st, st + len(g))) for st, g in zip(starts, groups)]
-    res = evaluate(summaries, a.folds, a.seed, draws)
+    res = evaluate(summaries, a.folds, a.seed, draws, a.eq_alpha)
     res["draws"] = groups
     print(f"{res['ops']} ops, {res['folds']} folds by op (seed {res['seed']}); tables fitted out of fold")
     for key, e in sorted(res["rates"].items(), key=lambda kv: (" " in kv[0], kv[0])):
@@ -164,7 +172,8 @@ def main(argv=None) -> int:
         print(f"  {key:<28} rows {e['rows']:5d}  called {100 * e['called'] / n:5.2f}%  unresolved "
               f"{100 * e['unresolved'] / n:5.2f}%  same {100 * e['same'] / n:5.2f}%  pick {e['pick']}")
     for key, e in sorted(res["power"].items()):
-        print(f"  power {key:<14} rows {e['rows']:5d}  slower {100 * e['slower'] / max(1, e['rows']):5.1f}%")
+        print(f"  power {key:<14} rows {e['rows']:5d}  slower {100 * e['slower'] / max(1, e['rows']):5.1f}%"
+              f"  same (false) {100 * e['same'] / max(1, e['rows']):4.1f}%")
     if a.by_op:
         total = sum(res["called_by_op"].values())
         print(f"  called rows by op ({total} in all), the {a.by_op} most:")

@@ -81,13 +81,15 @@ def test_out_of_fold_rates_on_real_h200_screens(draws):
     assert rerun["rows"] == 852 and worker["rows"] == 1765 and chip["rows"] == 416
     # fresh reruns on one chip: 0.82 % called (issue 31's target: <= 1 %)
     assert rerun["called"] / rerun["rows"] <= 0.01
-    # unresolved 12.6 %: nonzero_numpy's 90 profiler rows, a cell one op backs
-    assert rerun["unresolved"] / rerun["rows"] <= 0.14
+    # unresolved 11.4 % (12.6 % when `same` took the 99 % interval): nonzero_numpy's profiler rows, a cell one op backs
+    assert rerun["unresolved"] / rerun["rows"] <= 0.12
     # warm-worker reruns: 4.99 % called, judged by their own cells; still far from a fresh rerun
     assert 0.02 <= worker["called"] / worker["rows"] <= 0.06
     assert chip["called"] / chip["rows"] <= 0.01
-    # worker against fresh processes: the widest cells, the most unresolved (why --isolation auto stays op)
-    assert cross["unresolved"] / cross["rows"] > 3 * rerun["unresolved"] / rerun["rows"]
+    # worker against fresh processes: the widest cells, the most calls (4.3 %: why --isolation auto stays op)
+    # and unresolved rows (31 %, 51 % with the 99 % interval for `same`)
+    assert cross["called"] / cross["rows"] > 3 * rerun["called"] / rerun["rows"]
+    assert cross["unresolved"] / cross["rows"] > 2 * rerun["unresolved"] / rerun["rows"]
     for key in ("rerun <10us x1.10", "rerun >=10us x1.05", "worker <10us x1.10", "worker >=10us x1.05"):
         e = power[key]
         assert e["rows"] > 200 and e["slower"] / e["rows"] >= 0.95, key  # measured 99.0-100 %
@@ -104,8 +106,8 @@ def test_the_shipped_table_is_the_fit_of_these_screens(draws):
     shipped = noise.find("NVIDIA H200")
 
     def cells(t):
-        return [(c.label(), c.rows, c.ops, c.rms, c.rms_torch, c.rms_lib, c.q_speedup, c.q_torch, c.q_lib)
-                for c in t.cells]
+        return [(c.label(), c.rows, c.ops, c.rms, c.rms_torch, c.rms_lib, c.q_speedup, c.q_torch, c.q_lib,
+                 c.eq_alpha, c.q_speedup_eq, c.q_torch_eq, c.q_lib_eq) for c in t.cells]
 
     assert cells(fitted) == cells(shipped)
     assert {c.history for c in shipped.cells} == {"rerun", "worker", "chip", "cross"}
@@ -183,7 +185,9 @@ def test_compare_names_the_thin_cells_behind_its_unresolved_rows(draws):
     from opscreen.results.summary import load_or_build
 
     runs = {d.name: load_or_build(d)[0] for d in draws["20261230"]}
-    c = compare_summaries(runs["off"], runs["off2"])
+    # the same test at the calls' 99 % (eq_alpha 0.01): with the default 90 % interval the table, which
+    # holds these very screens, calls every row of them same
+    c = compare_summaries(runs["off"], runs["off2"], eq_alpha=0.01)
     un = c.unresolved()
     assert un and {r.op for r in un} == {"nonzero_numpy"}
     thin = thin_cells(c, un)

@@ -90,13 +90,19 @@ def test_alpha_sizes_the_floors_band():
 
 
 def test_same_or_unresolved_by_margin():
-    wide = _table(rms_lib=0.01)  # band_lib = 3.169 %
+    """`same` is an equivalence test (TOST at 5 % a side): the change's 90 % interval, d ± t(10, 0.95)
+    x rms, inside the margin; `faster`/`slower` need d beyond the 99 % band, t(10, 0.995) x rms."""
+    wide = _table(rms_lib=0.015)  # band_lib 3.169 x 1.5 = 4.75 %; the same test's 1.812 x 1.5 = 2.72 %
     inside = _one({"torch_ms": 0.1, "lib_ms": 0.1}, {"torch_ms": 0.1, "lib_ms": 0.1015}, table=wide)[0]
-    assert inside.verdict == Verdict.SAME  # 1.49 % + 3.17 % <= 5 %
+    assert inside.verdict == Verdict.SAME  # 1.49 % + 2.72 % <= 5 %
+    assert inside.band == pytest.approx(3.169 * 0.015, rel=1e-3) and inside.band_same == pytest.approx(1.812 * 0.015, rel=1e-3)
     outside = _one({"torch_ms": 0.1, "lib_ms": 0.1}, {"torch_ms": 0.1, "lib_ms": 0.1025}, table=wide)[0]
-    assert outside.verdict == Verdict.UNRESOLVED  # 2.47 % + 3.17 % > 5 %, and not beyond the band
+    assert outside.verdict == Verdict.UNRESOLVED  # 2.47 % + 2.72 % > 5 %, and not beyond the 4.75 % band
     assert _one({"torch_ms": 0.1, "lib_ms": 0.1}, {"torch_ms": 0.1, "lib_ms": 0.1025}, table=wide,
                 max_band=0.06)[0].verdict == Verdict.SAME
+    # at the old level (the same test at the calls' 99 %), the first is unresolved too: 1.49 % + 4.75 % > 5 %
+    assert _one({"torch_ms": 0.1, "lib_ms": 0.1}, {"torch_ms": 0.1, "lib_ms": 0.1015}, table=wide,
+                eq_alpha=0.01)[0].verdict == Verdict.UNRESOLVED
 
 
 def test_repeats_narrow_the_floors_band_and_test_over_processes():
@@ -105,7 +111,9 @@ def test_repeats_narrow_the_floors_band_and_test_over_processes():
     rep = dict(repeats=3, lib_spread=0.001, torch_spread=0.001, speedup_spread=0.001)
     three = _one({"torch_ms": 0.1, "lib_ms": 0.1, **rep}, {"torch_ms": 0.1, "lib_ms": 0.1025, **rep}, table=t)[0]
     assert three.band == pytest.approx(one.band / math.sqrt(3), rel=1e-3)
-    assert one.verdict == Verdict.UNRESOLVED and three.verdict == Verdict.SLOWER
+    # one process each: 2.47 % is inside the 3.17 % band, and its 90 % interval (± 1.81 %) inside the
+    # 5 % margin: the same within the margin; three each: beyond the narrower band, a 2.4 % slowdown
+    assert one.verdict == Verdict.SAME and three.verdict == Verdict.SLOWER
     # a wide spread between the processes: the Welch test's band decides
     noisy = dict(repeats=3, lib_spread=0.2, torch_spread=0.001, speedup_spread=0.2)
     r = _one({"torch_ms": 0.1, "lib_ms": 0.1, **noisy}, {"torch_ms": 0.1, "lib_ms": 0.105, **noisy}, table=t)[0]

@@ -242,6 +242,7 @@ class CompareRow:
     verdict: Verdict
     change: float | None = None  # metric_B / metric_A - 1 (+: B faster)
     band: float | None = None  # the row's band: the widest of its sources, as |ln ratio|
+    band_same: float | None = None  # the same at the equivalence test's level (eq_alpha): what `same` needs
     basis: str | None = None  # the source that set the band: samples | threshold | floors | floors-default | repeats | aa; or no-kernel, pick, baseline
     floors: str | None = None  # the floors cell the row was looked up in (history/timer/latency bin)
     side: str | None = None  # what was judged: lib or torch (each side on its own, one device model) or speedup
@@ -274,7 +275,7 @@ CSV_COLUMNS = [
     "op", "test", "variant", "dtype", "shape", "verdict", "change_pct", "band_pct", "basis",
     "a_speedup", "b_speedup", "a_lib_ms", "b_lib_ms", "a_torch_ms", "b_torch_ms",
     "a_noise_pct", "b_noise_pct", "a_status", "b_status", "a_timer", "b_timer", "side", "judged_pct", "floors", "pick",
-    "throttled",
+    "throttled", "same_band_pct",
 ]  # fmt: skip
 
 
@@ -298,6 +299,7 @@ class Comparison:
     max_band: float = DEFAULT_MARGIN  # the equivalence margin (the name is older than the rule)
     table: "_noise.FloorsTable | None" = None  # the floors table the bands were widened to
     alpha: float = DEFAULT_ALPHA
+    eq_alpha: float = _noise.EQ_ALPHA  # the equivalence test's level: same needs the 1 - eq_alpha interval in the margin
     picks: dict[str, list[dict]] = field(default_factory=dict)  # op -> winners A and B chose differently
     history: str = "rerun"
     use_floors: bool = True  # False: --no-floors (no floors band at all)
@@ -416,7 +418,7 @@ class Comparison:
                 r.op, r.test, r.variant, r.dtype, r.shape, r.verdict.value, _pct(r.change), _pct(r.band), r.basis,
                 r.a_speedup, r.b_speedup, r.a_lib_ms, r.b_lib_ms, r.a_torch_ms, r.b_torch_ms,
                 _pct(r.a_noise), _pct(r.b_noise), r.a_status, r.b_status, r.a_timer, r.b_timer, r.side, _pct(r.judged), r.floors,
-                _pick_text(self.picks.get(r.op)) if r.verdict == Verdict.PICK else None, r.throttled,
+                _pick_text(self.picks.get(r.op)) if r.verdict == Verdict.PICK else None, r.throttled, _pct(r.band_same),
             ]  # fmt: skip
 
         return csv_text(CSV_COLUMNS, (cells(r) for r in self.sorted_rows()), bool_columns=())
@@ -533,14 +535,16 @@ def _samples_noise(ra: list, rb: list, q: str, metric: str) -> float | None:
     return math.sqrt(float(na) ** 2 + float(nb) ** 2)
 
 
-def _band(q: str, cr: CompareRow, ra: list, rb: list, metric: str, ctx: dict) -> tuple[float, str, str | None]:
+def _band(q: str, cr: CompareRow, ra: list, rb: list, metric: str, ctx: dict,
+          alpha: float | None = None) -> tuple[float, str, str | None]:
     """Quantity ``q``'s band (|ln ratio|), the source that set it, and the floors cell: the
     widest of its floors cell, an A/A floor (--aa, speedup only) and, with --repeats on both
     sides, the test over processes, else its samples' noise (else the threshold). With
     repeats the per-process medians are the samples (asv, pyperf): their spread already
     holds each median's own sampling error, so the noise of one process's samples, which
     no number of processes narrows, does not set the band twice."""
-    pt = _process_test_band(ra, rb, "lib" if metric == "lib_ms" else q, ctx["alpha"])
+    alpha = ctx["alpha"] if alpha is None else alpha
+    pt = _process_test_band(ra, rb, "lib" if metric == "lib_ms" else q, alpha)
     if pt is not None:
         cands = [(pt, "repeats")]
     else:
@@ -551,7 +555,7 @@ def _band(q: str, cr: CompareRow, ra: list, rb: list, metric: str, ctx: dict) ->
         cell, basis = ctx["cell"]  # the row's floors cell, looked up once for all its quantities
         if cell is not None:
             scale = "lib" if metric == "lib_ms" and q == "speedup" else q
-            cands.append((cell.band(scale, _repeats(ra), _repeats(rb), ctx["alpha"]), basis))
+            cands.append((cell.band(scale, _repeats(ra), _repeats(rb), alpha), basis))
             label = cell.label()
     aa = (ctx["floors"] or {}).get(cr.op) if q == "speedup" else None
     if aa is not None:
@@ -564,15 +568,15 @@ def _moved(d: float, band: float, min_change: float) -> bool:
     return abs(d) > band + 1e-12 and abs(d) >= min_change - 1e-12
 
 
-def _verdict(lr: float, band: float, min_change: float, margin: float, picked: bool) -> Verdict:
+def _verdict(lr: float, band: float, min_change: float, margin: float, picked: bool, band_same: float) -> Verdict:
     """Three verdicts on one quantity: faster/slower beyond the band and the minimum practical
-    change (or ``pick`` when the op's autotuners chose differently); same when change ± band
-    lies within ± margin; unresolved otherwise."""
+    change (or ``pick`` when the op's autotuners chose differently); same when change ±
+    ``band_same`` (the equivalence test's band) lies within ± margin; unresolved otherwise."""
     if _moved(lr, band, min_change):
         if picked:
             return Verdict.PICK
         return Verdict.FASTER if lr > 0 else Verdict.SLOWER
-    if abs(lr) + band <= margin + 1e-12:
+    if abs(lr) + band_same <= margin + 1e-12:
         return Verdict.SAME
     return Verdict.UNRESOLVED
 
@@ -591,18 +595,22 @@ def _judge_sides(cr: CompareRow, ra: list, rb: list, lr: float, ctx: dict) -> No
     lib_moved, torch_moved = _moved(dl, bl, ctx["min_change"]), _moved(dt, bt, ctx["min_change"])
     cr.floors = label
     cr.judged = math.expm1(-dl)
+    eq = ctx["eq_alpha"]
     if lib_moved and not torch_moved:
         cr.band, cr.basis, cr.side = bl, basis_l, "lib"
-        cr.verdict = _verdict(-dl, bl, ctx["min_change"], ctx["margin"], cr.op in ctx["picks"])
+        cr.band_same = _band("lib", cr, ra, rb, "speedup", ctx, eq)[0]
+        cr.verdict = _verdict(-dl, bl, ctx["min_change"], ctx["margin"], cr.op in ctx["picks"], cr.band_same)
     elif torch_moved and not lib_moved:
         cr.band, cr.basis, cr.side, cr.verdict = bt, "baseline", "torch", Verdict.UNRESOLVED
         cr.judged = math.expm1(-dt)
     elif lib_moved:  # both moved (a drift common to the process cancels in the speedup)
         cr.band, cr.basis, cr.side, cr.judged = bs, basis_s, "speedup", math.expm1(lr)
-        cr.verdict = _verdict(lr, bs, ctx["min_change"], ctx["margin"], cr.op in ctx["picks"])
+        cr.band_same = _band("speedup", cr, ra, rb, "speedup", ctx, eq)[0]
+        cr.verdict = _verdict(lr, bs, ctx["min_change"], ctx["margin"], cr.op in ctx["picks"], cr.band_same)
     else:  # neither: the library is the same if its change's interval lies within the margin
         cr.band, cr.basis, cr.side = bl, basis_l, "lib"
-        cr.verdict = Verdict.SAME if abs(dl) + bl <= ctx["margin"] + 1e-12 else Verdict.UNRESOLVED
+        cr.band_same = _band("lib", cr, ra, rb, "speedup", ctx, eq)[0]
+        cr.verdict = Verdict.SAME if abs(dl) + cr.band_same <= ctx["margin"] + 1e-12 else Verdict.UNRESOLVED
 
 
 def _lib_idle(ra: list, rb: list) -> bool:
@@ -647,7 +655,8 @@ def _join_measured(cr: CompareRow, ra: list, rb: list, vi: int, metric: str, ctx
         else:
             cr.band, cr.basis, cr.floors = _band("speedup", cr, ra, rb, metric, ctx)
             cr.side, cr.judged = ("lib" if metric == "lib_ms" else "speedup"), cr.change
-            cr.verdict = _verdict(lr, cr.band, ctx["min_change"], ctx["margin"], cr.op in ctx["picks"])
+            cr.band_same = _band("speedup", cr, ra, rb, metric, ctx, ctx["eq_alpha"])[0]
+            cr.verdict = _verdict(lr, cr.band, ctx["min_change"], ctx["margin"], cr.op in ctx["picks"], cr.band_same)
         if cr.verdict == Verdict.PICK:
             cr.basis = "pick"
     elif a_ok:
@@ -672,6 +681,7 @@ def compare_summaries(
     max_band: float = DEFAULT_MARGIN,
     table: "_noise.FloorsTable | None | bool" = True,
     alpha: float = DEFAULT_ALPHA,
+    eq_alpha: float = _noise.EQ_ALPHA,
 ) -> Comparison:
     """Join two summaries row by row (the caliber check is the caller's to act on).
     ``table``: the floors table (True: the one :func:`opscreen.results.noise.find` finds for
@@ -691,7 +701,7 @@ def compare_summaries(
     b_status = {o.op: o.status for o in b.ops}
     picks = _noise.op_picks(a, b)
     history = _noise.history_of((a.caliber or {}).get("isolation"), (b.caliber or {}).get("isolation"))
-    ctx = {"k": k, "threshold": threshold, "floors": floors, "table": table, "history": history, "alpha": alpha,
+    ctx = {"k": k, "threshold": threshold, "floors": floors, "table": table, "history": history, "alpha": alpha, "eq_alpha": eq_alpha,
            "min_change": min_change, "margin": max_band, "picks": picks}
     ctx["use_floors"] = use_floors
     ctx["uuids"] = (_noise.device_uuids(a), _noise.device_uuids(b))
@@ -729,7 +739,7 @@ def compare_summaries(
             cr.verdict = Verdict.BROKEN  # the op failed, timed out or was not run in B
         out.append(cr)
     return Comparison(a=a, b=b, check=chk, rows=out, metric=metric, k=k, threshold=threshold, min_change=min_change,
-                      floors=dict(floors or {}), max_band=max_band, table=table if use_floors else None, alpha=alpha,
+                      floors=dict(floors or {}), max_band=max_band, table=table if use_floors else None, alpha=alpha, eq_alpha=eq_alpha,
                       picks=picks, history=history, use_floors=use_floors)
 
 
@@ -900,7 +910,8 @@ def _verdict_lines(c: Comparison) -> list:
         "have --repeats)"
         + (f", aa (the A/A drift of {len(c.floors)} ops, --aa)" if c.floors else "")
         + f"; faster/slower when |d| > band and |d| >= {c.min_change * 100:g}% (pick when the op's autotune picks "
-        f"differ); same when |d| + band <= {c.margin * 100:g}% (--margin); else unresolved"
+        f"differ); same when |d| + band' <= {c.margin * 100:g}% (--margin; band' the same band at alpha {c.eq_alpha:g}: "
+        f"the change's {100 * (1 - c.eq_alpha):g}% interval inside the margin, two one-sided tests); else unresolved"
     )
     basis = {}
     for r in c.rows:

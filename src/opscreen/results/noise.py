@@ -62,13 +62,17 @@ from ..errors import UsageError
 from .summary import COL, NO_KERNEL_MS, no_kernel
 
 __all__ = [
-    "FLOORS", "BIN_EDGES_MS", "NO_KERNEL_MS", "DEFAULT_ALPHA", "HISTORIES", "FALLBACK", "Cell", "FloorsTable", "t_critical", "timer_group",
+    "FLOORS", "BIN_EDGES_MS", "NO_KERNEL_MS", "DEFAULT_ALPHA", "EQ_ALPHA", "HISTORIES", "FALLBACK", "Cell", "FloorsTable", "t_critical", "timer_group",
     "history_of", "row_history", "device_uuids", "fit", "op_picks", "no_kernel", "load", "find", "conservative", "floors_dirs", "write",
 ]
 
 FLOORS = contracts.FLOORS
 BIN_EDGES_MS = (0.010,)  # [0, 10 us), [10 us, inf): the split two H200 sessions' A/A figures showed
 DEFAULT_ALPHA = 0.01  # two-sided, per row: the expected false calls are alpha x rows on a rerun
+#: the equivalence test's level: ``same`` needs the change's 1 - EQ_ALPHA interval inside the margin,
+#: two one-sided tests at EQ_ALPHA / 2 = 5 % each (TOST, Schuirmann 1987: the 90 % interval of
+#: bioequivalence), where ``faster``/``slower`` need the change beyond the 1 - DEFAULT_ALPHA band
+EQ_ALPHA = 0.10
 HISTORIES = ("rerun", "worker", "chip", "cross")
 #: the history whose cells judge a history's rows when a table has none of its own: its rerun
 #: cells for chip rows (made on one GPU), its cross cells for worker rows (floors 1, which pooled
@@ -178,6 +182,11 @@ class Cell:
     q_speedup: float | None = None
     q_lib: float | None = None
     q_torch: float | None = None
+    # the same at 1 - eq_alpha/2, for the equivalence test (None in tables before it: t x rms decides)
+    eq_alpha: float = EQ_ALPHA
+    q_speedup_eq: float | None = None
+    q_lib_eq: float | None = None
+    q_torch_eq: float | None = None
 
     @property
     def nu(self) -> float:
@@ -191,8 +200,8 @@ class Cell:
                  "torch": self.rms_torch if self.rms_torch is not None else self.rms}[metric]
         a = self.alpha if alpha is None else alpha
         half = t_critical(self.nu, a) * scale
-        q = getattr(self, f"q_{metric}")
-        if q is not None and a == self.alpha:  # measured at the table's alpha only
+        q = getattr(self, f"q_{metric}") if a == self.alpha else getattr(self, f"q_{metric}_eq") if a == self.eq_alpha else None
+        if q is not None:  # measured at the table's alpha and eq_alpha only
             half = max(half, q)
         return half * math.sqrt((1.0 / max(1, n_a) + 1.0 / max(1, n_b)) / 2.0)
 
@@ -306,6 +315,8 @@ def fit(pairs: Iterable[tuple[Any, Any, str]], *, name: str, match: str, provena
         ad = sorted(abs(x) for x in e["d"])
         qs = {k2: round(_op_weighted_quantile({o: v for (k, o), v in e["by_op"].items() if k == k2}, 1 - alpha / 2), 6)
               for k2 in ("d", "dl", "dt")}
+        qe = {k2: round(_op_weighted_quantile({o: v for (k, o), v in e["by_op"].items() if k == k2}, 1 - EQ_ALPHA / 2), 6)
+              for k2 in ("d", "dl", "dt")}
         cells.append(Cell(
             history=key[0], timer=key[1], lo_ms=key[2], hi_ms=key[3], rows=len(ad), ops=len(e["ops"]),
             rms=round(math.sqrt(math.fsum(x * x for x in e["d"]) / len(ad)), 6),
@@ -314,6 +325,7 @@ def fit(pairs: Iterable[tuple[Any, Any, str]], *, name: str, match: str, provena
             p50=round(_quantile(ad, 0.5), 6), p90=round(_quantile(ad, 0.9), 6), p99=round(_quantile(ad, 0.99), 6),
             max=round(ad[-1], 6), pairs=len(n_pairs[key]), alpha=alpha,
             q_speedup=qs["d"], q_lib=qs["dl"], q_torch=qs["dt"],
+            q_speedup_eq=qe["d"], q_lib_eq=qe["dl"], q_torch_eq=qe["dt"],
         ))
     if left_out:
         provenance = {**provenance, "pick_ops_left_out": left_out}

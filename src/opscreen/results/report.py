@@ -1014,7 +1014,8 @@ def _rule_note(c: Comparison) -> str:
         "between processes, the test over the processes of --repeats (in place of the samples' noise when both "
         "runs have them). Faster or slower when the change is beyond "
         f"the band and at least {c.min_change * 100:g}% (pick instead when the op's autotuners chose different "
-        f"configs); same when change ± band lies within ±{m:g}% (the margin); a row whose change ± band reaches "
+        f"configs); same when the change's {100 * (1 - c.eq_alpha):g}% interval (change ± the same band at alpha "
+        f"{c.eq_alpha:g}) lies within ±{m:g}% (the margin); a row whose interval reaches "
         f"wider than ±{m:g}% is unresolved unless its change is beyond its band."
     )
 
