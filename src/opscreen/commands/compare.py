@@ -32,7 +32,8 @@ DESCRIPTION = (
     "Each row gets a verdict: faster/slower when its change is beyond its band (the widest of its samples' "
     "noise, the device's floors table of noise between processes, and with --repeats a test over processes) "
     "and beyond --min-change; pick when so but the op's autotuners chose different configs in A and B; same "
-    "when change +- band lies within +- the --margin; unresolved otherwise. Writes compare.csv; exit status 1 "
+    "when the change's 90 % interval (change +- its band at alpha 0.1) lies within +- the --margin, or when "
+    "the library launched no kernel in either run (a view); unresolved otherwise. Writes compare.csv; exit status 1 "
     "when --fail-on is given and a row regressed by at least that much or broke (and, with --unresolved "
     "fail, when a row is unresolved or pick), else 0. See docs/results.md."
 )
@@ -68,7 +69,7 @@ def add_arguments(p) -> None:
     p.add_argument("--metric", choices=("speedup", "lib_ms"), default="speedup",
                    help="compare the speedup over torch (default; fair across devices) or the library's latency")
     p.add_argument("--margin", "--max-band", dest="max_band", default=f"{DEFAULT_MAX_BAND * 100:g}", metavar="PCT",
-                   help="the equivalence margin: a row is 'same' only when change ± band lies within ±PCT "
+                   help="the equivalence margin: a row is 'same' only when its change's 90 %% interval lies within ±PCT "
                         f"(default {DEFAULT_MAX_BAND * 100:g}; --max-band is its older name)")
     p.add_argument("--fail-on", metavar="PCT",
                    help="exit 1 when a row is slower by at least PCT beyond its band, or broke (with --unresolved "
