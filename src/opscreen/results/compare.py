@@ -610,7 +610,7 @@ def _judge_sides(cr: CompareRow, ra: list, rb: list, lr: float, ctx: dict) -> No
     else:  # neither: the library is the same if its change's interval lies within the margin
         cr.band, cr.basis, cr.side = bl, basis_l, "lib"
         cr.band_same = _band("lib", cr, ra, rb, "speedup", ctx, eq)[0]
-        cr.verdict = Verdict.SAME if abs(dl) + cr.band_same <= ctx["margin"] + 1e-12 else Verdict.UNRESOLVED
+        cr.verdict = _verdict(-dl, bl, ctx["min_change"], ctx["margin"], cr.op in ctx["picks"], cr.band_same)
 
 
 def _lib_idle(ra: list, rb: list) -> bool:

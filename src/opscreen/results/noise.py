@@ -59,11 +59,11 @@ from .. import contracts
 from ..child.autotune import differing as _picks_differing
 from ..child.timed_value import timer_method
 from ..errors import UsageError
-from .summary import COL, NO_KERNEL_MS, no_kernel
+from .summary import COL, no_kernel
 
 __all__ = [
-    "FLOORS", "BIN_EDGES_MS", "NO_KERNEL_MS", "DEFAULT_ALPHA", "EQ_ALPHA", "HISTORIES", "FALLBACK", "Cell", "FloorsTable", "t_critical", "timer_group",
-    "history_of", "row_history", "device_uuids", "fit", "op_picks", "no_kernel", "load", "find", "conservative", "floors_dirs", "write",
+    "FLOORS", "BIN_EDGES_MS", "DEFAULT_ALPHA", "EQ_ALPHA", "HISTORIES", "FALLBACK", "Cell", "FloorsTable", "t_critical", "timer_group",
+    "history_of", "row_history", "device_uuids", "fit", "op_picks", "load", "find", "conservative", "floors_dirs", "write",
 ]
 
 FLOORS = contracts.FLOORS
@@ -313,10 +313,9 @@ def fit(pairs: Iterable[tuple[Any, Any, str]], *, name: str, match: str, provena
     for key in sorted(acc, key=lambda t: (HISTORIES.index(t[0]) if t[0] in HISTORIES else 9, t[1], t[2])):
         e = acc[key]
         ad = sorted(abs(x) for x in e["d"])
-        qs = {k2: round(_op_weighted_quantile({o: v for (k, o), v in e["by_op"].items() if k == k2}, 1 - alpha / 2), 6)
-              for k2 in ("d", "dl", "dt")}
-        qe = {k2: round(_op_weighted_quantile({o: v for (k, o), v in e["by_op"].items() if k == k2}, 1 - EQ_ALPHA / 2), 6)
-              for k2 in ("d", "dl", "dt")}
+        per_op = {k2: {o: v for (k, o), v in e["by_op"].items() if k == k2} for k2 in ("d", "dl", "dt")}
+        qs, qe = ({k2: round(_op_weighted_quantile(vals, 1 - a / 2), 6) for k2, vals in per_op.items()}
+                  for a in (alpha, EQ_ALPHA))
         cells.append(Cell(
             history=key[0], timer=key[1], lo_ms=key[2], hi_ms=key[3], rows=len(ad), ops=len(e["ops"]),
             rms=round(math.sqrt(math.fsum(x * x for x in e["d"]) / len(ad)), 6),

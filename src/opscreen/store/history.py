@@ -48,6 +48,7 @@ import sqlalchemy as sa
 
 from ..errors import UsageError
 from ..results import noise as _noise
+from ..results.summary import no_kernel
 from ..tables import Grid, grid_text
 from .db import Store, calibers, rows, runs
 
@@ -267,7 +268,7 @@ def _no_kernel(case: CaseHistory) -> bool:
     change point. A run whose library launched a kernel reads 0.87 us or more, and the case is then
     searched as any other."""
     libs = [(lib, lt) for _, lib, _, lt in case.timing if isinstance(lib, (int, float)) and lib > 0]
-    return bool(libs) and all(_noise.no_kernel(lib, lt) for lib, lt in libs)
+    return bool(libs) and all(no_kernel(lib, lt) for lib, lt in libs)
 
 
 # ---------------------------------------------------------------- change points
@@ -415,7 +416,7 @@ def load_history(store: Store, op: str | None, device: str | None, *, caliber: i
     hist = _noise.history_of(iso, iso)
     for case in cases:
         case.band, case.basis, case.cell = case_band(case, table, metric, k, min_change, hist)
-        if _no_kernel(case):  # a view in every run: no kernel's time to follow (results/noise.py, NO_KERNEL_MS)
+        if _no_kernel(case):  # a view in every run: no kernel's time to follow (results/summary.py, NO_KERNEL_MS)
             case.basis, case.moves, case.flips, case.changes = "no-kernel", [0] * max(0, len(case.points) - 1), 0, []
             continue
         case.moves = _moves(case, case.band, metric)
