@@ -22,7 +22,8 @@ to the OTHER folds' ops, and ``compare_summaries`` with that table judges the fo
 * power: B's library latency scaled in memory by 1.05 on graph rows whose kernel is 10 us or
   more and by 1.10 on those under 10 us (what bench/inject.py does to a copy of the record
   logs), the share called slower and the share called ``same`` (a false equivalence); rows
-  whose library launched no kernel (basis ``no-kernel``, a view) are not counted.
+  whose library launched no kernel (basis ``no-kernel``, a view) are not counted; rows measured
+  while a side's device throttled are counted apart (`` throttled``).
 
 It prints one line per pair kind and the pooled figures; these are the figures of
 bench/results/2026-12-02-h200-noise-model.md and docs/results.md.
@@ -93,13 +94,15 @@ def power(c, out: dict) -> None:
     """Count ``c``'s injected graph rows called slower, and those called ``same`` (a false
     equivalence: the library did change, by 5 or 10 %, at or past the 5 % margin), by the row's
     history (``rerun``: one chip; ``chip``: the op ran on another chip in B, where a 5 % step
-    lies within two chips' own spread) and latency bin."""
+    lies within two chips' own spread) and latency bin, and apart for rows a side measured while
+    its device throttled (``throttled``: judged by their own cells or the conservative default)."""
     for r in c.rows:
         if r.verdict not in MEASURED or not (r.a_timer == "graph" and r.b_timer == "graph") or r.basis == "no-kernel":
             continue  # a graph replay of no kernel (a view) has no kernel time to slow down
         small = min(r.a_torch_ms, r.a_lib_ms) < SMALL_KERNEL_MS
         hist = (r.floors or c.history).split("/", 1)[0]
-        e = out.setdefault(f"{hist} " + ("<10us x1.10" if small else ">=10us x1.05"), {"rows": 0, "slower": 0, "same": 0})
+        key = f"{hist} " + ("<10us x1.10" if small else ">=10us x1.05") + (" throttled" if r.throttled else "")
+        e = out.setdefault(key, {"rows": 0, "slower": 0, "same": 0})
         e["rows"] += 1
         e["slower"] += r.verdict == Verdict.SLOWER
         e["same"] += r.verdict == Verdict.SAME
@@ -172,7 +175,7 @@ def main(argv=None) -> int:
         print(f"  {key:<28} rows {e['rows']:5d}  called {100 * e['called'] / n:5.2f}%  unresolved "
               f"{100 * e['unresolved'] / n:5.2f}%  same {100 * e['same'] / n:5.2f}%  pick {e['pick']}")
     for key, e in sorted(res["power"].items()):
-        print(f"  power {key:<14} rows {e['rows']:5d}  slower {100 * e['slower'] / max(1, e['rows']):5.1f}%"
+        print(f"  power {key:<26} rows {e['rows']:5d}  slower {100 * e['slower'] / max(1, e['rows']):5.1f}%"
               f"  same (false) {100 * e['same'] / max(1, e['rows']):4.1f}%")
     if a.by_op:
         total = sum(res["called_by_op"].values())

@@ -269,6 +269,9 @@ def test_the_shipped_h100_table_is_the_fit_of_its_calibrate_screens(tmp_path):
                 for c in t.cells]
 
     assert cells(fitted) == cells(shipped)
-    # 34 ops measured, 17 behind each rerun cell of the graph timer
+    # 34 ops measured: 17 and 15 behind the rerun cells of the graph timer, and the rows of the 2
+    # ops a power cap throttled (flash_attention_backward, log_normal_) in a cell of their own, too
+    # thin to judge (compare leaves those rows to the conservative default: noise.judging)
     assert len(shipped.provenance["ops"]) == 34
-    assert [c.ops for c in shipped.cells if c.history == "rerun" and c.timer == "graph"] == [17, 17]
+    assert [(c.ops, c.throttled) for c in shipped.cells if c.history == "rerun" and c.timer == "graph"] == [
+        (17, False), (15, False), (2, True)]

@@ -348,6 +348,50 @@ def test_fit_and_compare_keep_two_chips_apart():
     assert d.cell("chip", "graph", 0.005).band() == d.cell("rerun", "graph", 0.005).band()
 
 
+def test_throttled_rows_get_cells_of_their_own_and_thin_ones_defer_to_the_default():
+    """Rows whose op a side measured while its device throttled (summary.csv ``throttled``) are
+    fitted into throttled cells, so they widen no other row's band; compare judges a throttled row
+    by a throttled cell only when it is backed by as many ops as the conservative default's (10),
+    else by the default, and says which; a row with no telemetry (empty cell) is not throttled."""
+    import random
+
+    rng = random.Random(3)
+
+    def run(name, ops, hot):
+        rows = [_row(op=op, shape=f"[{i}]", torch_ms=0.05, lib_ms=0.05 * math.exp(rng.gauss(0, 0.012 if op in hot else 0.002)),
+                     throttled="sw_power_cap 40%" if op in hot else ("no" if i % 2 else None))
+                for op in ops for i in range(8)]
+        return _summary(rows, name=name)
+
+    quiet = [f"q{k}" for k in range(12)]
+    for n_hot, judged_by_own in ((2, False), (12, True)):
+        hot = {f"h{k}" for k in range(n_hot)}
+        ops = quiet + sorted(hot)
+        t = noise.fit([(run("a", ops, hot), run("b", ops, hot), "rerun")], name="fit", match=".*", provenance={})
+        cells = {c.throttled: c for c in t.cells}
+        assert set(cells) == {False, True} and cells[False].ops == 12 and cells[True].ops == n_hot
+        assert cells[True].label() == "rerun/graph/>=10us/throttled" and cells[False].label() == "rerun/graph/>=10us"
+        # the quiet cell saw none of the hot ops' spread
+        assert cells[False].band("lib") < 0.01 < cells[True].band("lib")
+        c = compare_summaries(run("a2", ops, hot), run("b2", ops, hot), table=t)
+        hot_rows = [r for r in c.rows if r.op in hot]
+        assert {r.throttled for r in hot_rows} == {"A+B"} and not any(r.throttled for r in c.rows if r.op not in hot)
+        assert {r.floors for r in c.rows if r.op not in hot} == {"rerun/graph/>=10us"}
+        if judged_by_own:
+            assert {r.floors for r in hot_rows} == {"rerun/graph/>=10us/throttled"}
+        else:  # 2 ops: t(1) = 63.7 would make a band of tens of %; the default's (t(9) x 1.5 %) judges
+            assert {r.floors for r in hot_rows} == {"rerun/graph/>=10us"}
+            assert {r.basis for r in hot_rows} == {"floors-default"}
+        text = format_comparison(c)
+        own = 8 * n_hot if judged_by_own else 0
+        assert (f"throttled: {8 * n_hot} rows were measured while a side's device throttled; {own} were judged by "
+                f"the floors table's throttled cells, {8 * n_hot - own} by the conservative default") in text
+    # a table made before throttled cells (none in it): throttled rows go to the default too
+    old = noise.FloorsTable(name="old", match=".*", cells=[cells[False]])
+    assert noise.judging(old, "rerun", "graph", 0.05, throttled=True)[1] == "floors-default"
+    assert noise.judging(old, "rerun", "graph", 0.05)[1] == "floors"
+
+
 def test_worker_reruns_have_a_history_of_their_own():
     assert noise.history_of("op", "op") == "rerun" and noise.history_of(None, "op") == "rerun"
     assert noise.history_of("worker", "worker") == "worker"

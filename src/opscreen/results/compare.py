@@ -52,7 +52,6 @@ B), ``fixed`` (failed in A, measured in B), ``failed`` (failed in both).
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass, field
 from enum import Enum
@@ -503,11 +502,6 @@ def _process_test_band(ra: list, rb: list, q: str, alpha: float) -> float | None
     return _noise.t_critical(df, alpha) * math.sqrt(se2)
 
 
-@functools.lru_cache(maxsize=1)
-def _conservative() -> "_noise.FloorsTable":
-    return _noise.conservative()
-
-
 def _floors_cell(cr: CompareRow, ra: list, rb: list, table, history: str):
     """The row's floors cell (of ``table``, else of the conservative default) and the basis it names."""
     ga = _noise.timer_group(ra[COL["torch_timer"]], ra[COL["lib_timer"]])
@@ -516,12 +510,8 @@ def _floors_cell(cr: CompareRow, ra: list, rb: list, table, history: str):
     lats = [v for v in (cr.a_torch_ms, cr.a_lib_ms, cr.b_torch_ms, cr.b_lib_ms) if isinstance(v, (int, float)) and v > 0]
     if not lats:
         return None, None
-    cell = None
-    if table is not None:  # without chip (worker) cells, its rerun (cross) cells judge those rows
-        cell = table.judging_cell(history, group, min(lats))
-    if cell is not None:
-        return cell, "floors"
-    return _conservative().cell(history, group, min(lats)), "floors-default"
+    # without chip (worker) cells, its rerun (cross) cells judge those rows; a throttled row, a throttled cell
+    return _noise.judging(table, history, group, min(lats), _noise.row_throttled(ra, rb))
 
 
 def _samples_noise(ra: list, rb: list, q: str, metric: str) -> float | None:
@@ -945,14 +935,24 @@ def _verdict_lines(c: Comparison) -> list:
 
 
 def _throttled_lines(c: Comparison) -> list:
-    """The rows called faster or slower although a side's device throttled while it measured them."""
+    """How the rows a side measured while its device throttled were judged (by the floors
+    table's throttled cells, else the conservative default: noise.judging), and those still
+    called faster or slower."""
+    L = []
+    thr = [r for r in c.rows if r.throttled and r.floors]
+    if thr and c.use_floors:
+        dflt = sum(1 for r in thr if r.basis == "floors-default" or (r.floors and not r.floors.endswith("/throttled")))
+        own = len(thr) - dflt
+        L.append(f"throttled: {len(thr)} rows were measured while a side's device throttled; {own} were judged by the "
+                 f"floors table's throttled cells, {dflt} by the conservative default (no throttled cell backed by "
+                 "as many ops as the default's): a power-capped clock spreads a row further between processes")
     called = [r for r in c.rows if r.throttled and r.verdict in (Verdict.FASTER, Verdict.SLOWER, Verdict.PICK)]
     if not called:
-        return []
+        return L
     by = {s: sum(1 for r in called if r.throttled == s) for s in ("A", "B", "A+B")}
-    return [f"throttled: {len(called)} rows called faster, slower or pick were measured while the device throttled "
-            f"(A {by['A']}, B {by['B']}, both {by['A+B']}; summary.csv column throttled says why): their change may "
-            "be the device's, not the library's; their basis names the side"]
+    return L + [f"throttled: {len(called)} rows called faster, slower or pick were measured while the device throttled "
+                f"(A {by['A']}, B {by['B']}, both {by['A+B']}; summary.csv column throttled says why): their change may "
+                "be the device's, not the library's; their basis names the side"]
 
 
 def _basis_cell(r: CompareRow) -> str:

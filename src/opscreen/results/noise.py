@@ -20,7 +20,17 @@ draw of the suite's ops, per *cell*:
 * ``timer``: the row's timer group (:func:`timer_group`: ``graph``, ``profiler``,
   ``direct``, ``wallclock``, or ``mixed`` for rows whose sides or runs used different timers);
 * the row's kernel latency bin: the smaller of its latencies, below or above
-  :data:`BIN_EDGES_MS` (10 us).
+  :data:`BIN_EDGES_MS` (10 us);
+* ``throttled``: whether either run measured the row's op while its device throttled
+  (opscreen.results.throttle: a power or thermal clock-event reason, or a busy SM clock under
+  75 % of its maximum). A power-capped kernel's clock moves with its draw, and on an H100 at
+  700 W such rows (the attention ops) read apart between two processes by p50 0.34 %, p99 5.6 %,
+  where the unthrottled rows of 10 us or more read p50 0.05 %, p99 1.7 %
+  (bench/results/2026-12-05-h100-calibrate-attempt.md). Their own cells keep them from widening
+  the others' bands and from being judged by bands that never saw a moving clock. A table
+  without a throttled cell for a throttled row, or with one that fewer ops back than the
+  conservative default's (no calibrated op throttled, a few did, or a table made before
+  2026-12-07), leaves it to the conservative default (:func:`judging`), and compare says so.
 
 For each cell the table keeps the rows and distinct ops behind it, the root mean square of
 ``d = ln(speedup_B / speedup_A)`` over those rows (``rms``; ``rms_torch`` and ``rms_lib``
@@ -48,6 +58,7 @@ is in docs/contracts.md ("floors.json"). Standard library only.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -59,11 +70,12 @@ from .. import contracts
 from ..child.autotune import differing as _picks_differing
 from ..child.timed_value import timer_method
 from ..errors import UsageError
+from . import throttle as _throttle
 from .summary import COL, no_kernel
 
 __all__ = [
     "FLOORS", "BIN_EDGES_MS", "DEFAULT_ALPHA", "EQ_ALPHA", "HISTORIES", "FALLBACK", "Cell", "FloorsTable", "t_critical", "timer_group",
-    "history_of", "row_history", "device_uuids", "fit", "op_picks", "load", "find", "conservative", "floors_dirs", "write",
+    "history_of", "row_history", "device_uuids", "fit", "judging", "row_throttled", "op_picks", "load", "find", "conservative", "floors_dirs", "write",
 ]
 
 FLOORS = contracts.FLOORS
@@ -187,6 +199,8 @@ class Cell:
     q_speedup_eq: float | None = None
     q_lib_eq: float | None = None
     q_torch_eq: float | None = None
+    # rows whose op either run measured while its device throttled (absent in tables before 2026-12-07: False)
+    throttled: bool = False
 
     @property
     def nu(self) -> float:
@@ -208,7 +222,7 @@ class Cell:
     def label(self) -> str:
         hi = "" if math.isinf(self.hi_ms) else f"<{self.hi_ms * 1000:g}us"
         lo = f">={self.lo_ms * 1000:g}us" if self.lo_ms > 0 else ""
-        return f"{self.history}/{self.timer}/{lo}{hi}"
+        return f"{self.history}/{self.timer}/{lo}{hi}" + ("/throttled" if self.throttled else "")
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -236,19 +250,21 @@ class FloorsTable:
     default: bool = False  # the conservative built-in table
     path: str | None = None
 
-    def cell(self, history: str, timer: str, latency_ms: float) -> Cell | None:
+    def cell(self, history: str, timer: str, latency_ms: float, throttled: bool = False) -> Cell | None:
         lo, hi = bin_of(latency_ms)
         for c in self.cells:
-            if c.history == history and c.timer == timer and c.lo_ms == lo and c.hi_ms == hi:
+            if (c.history == history and c.timer == timer and c.lo_ms == lo and c.hi_ms == hi
+                    and bool(c.throttled) == bool(throttled)):
                 return c
         return None
 
-    def judging_cell(self, history: str, timer: str, latency_ms: float) -> Cell | None:
+    def judging_cell(self, history: str, timer: str, latency_ms: float, throttled: bool = False) -> Cell | None:
         """The cell that judges a row of ``history``: its own, else the :data:`FALLBACK` history's
-        (a table made on one GPU has no chip cells; a floors 1 table has no worker cells)."""
-        cell = self.cell(history, timer, latency_ms)
+        (a table made on one GPU has no chip cells; a floors 1 table has no worker cells). A
+        throttled row is judged by a throttled cell only: None where the table has none."""
+        cell = self.cell(history, timer, latency_ms, throttled)
         if cell is None and history in FALLBACK:
-            cell = self.cell(FALLBACK[history], timer, latency_ms)
+            cell = self.cell(FALLBACK[history], timer, latency_ms, throttled)
         return cell
 
     def matches(self, device_name: str | None) -> bool:
@@ -257,6 +273,22 @@ class FloorsTable:
     def to_json(self) -> dict:
         return {"schema": FLOORS.tag(), "name": self.name, "match": self.match, "provenance": self.provenance,
                 "bin_edges_ms": list(BIN_EDGES_MS), "cells": [c.to_json() for c in self.cells]}
+
+
+def judging(table: "FloorsTable | None", history: str, timer: str, latency_ms: float,
+            throttled: bool = False) -> tuple[Cell | None, str]:
+    """The cell that judges a row and the basis it names: ``table``'s (:meth:`FloorsTable.judging_cell`,
+    basis ``floors``), else the conservative default's (basis ``floors-default``): no table, no cell
+    of the row's history, timer and bin in it, or a throttled row whose throttled cell fewer ops
+    back than the default's cells claim (10). A calibration draws few ops that throttle (2 of 34 on
+    an H100 at 700 W), and ``t(1)`` is 63.7: such a cell's band (50-65 % there) says less than the
+    default's, so the better-backed of the two judges; a device whose ops throttle often gets a
+    throttled cell of its own (bench/results/2026-12-05-h100-calibrate-attempt.md)."""
+    cell = table.judging_cell(history, timer, latency_ms, throttled) if table is not None else None
+    default = _conservative_cached().cell(history, timer, latency_ms)
+    if cell is not None and not (throttled and default is not None and cell.ops < default.ops):
+        return cell, "floors"
+    return default, "floors-default"
 
 
 def _quantile(sorted_vals: list[float], q: float) -> float:
@@ -300,7 +332,7 @@ def fit(pairs: Iterable[tuple[Any, Any, str]], *, name: str, match: str, provena
             group = ga if ga == timer_group(rb[COL["torch_timer"]], rb[COL["lib_timer"]]) else "mixed"
             lat = min(ra[COL["torch_ms"]], ra[COL["lib_ms"]], rb[COL["torch_ms"]], rb[COL["lib_ms"]])
             history = row_history(pair_history, ua.get(rb[COL["op"]]), ub.get(rb[COL["op"]]))
-            key = (history, group, *bin_of(lat))
+            key = (history, group, *bin_of(lat), row_throttled(ra, rb))
             e = acc.setdefault(key, {"d": [], "dl": [], "dt": [], "ops": set(), "by_op": {}})
             d = (math.log(rb[COL["speedup"]] / ra[COL["speedup"]]), math.log(rb[COL["lib_ms"]] / ra[COL["lib_ms"]]),
                  math.log(rb[COL["torch_ms"]] / ra[COL["torch_ms"]]))
@@ -310,7 +342,7 @@ def fit(pairs: Iterable[tuple[Any, Any, str]], *, name: str, match: str, provena
             e["ops"].add(rb[COL["op"]])
             n_pairs.setdefault(key, set()).add(k)
     cells = []
-    for key in sorted(acc, key=lambda t: (HISTORIES.index(t[0]) if t[0] in HISTORIES else 9, t[1], t[2])):
+    for key in sorted(acc, key=lambda t: (HISTORIES.index(t[0]) if t[0] in HISTORIES else 9, t[1], t[2], t[4])):
         e = acc[key]
         ad = sorted(abs(x) for x in e["d"])
         per_op = {k2: {o: v for (k, o), v in e["by_op"].items() if k == k2} for k2 in ("d", "dl", "dt")}
@@ -324,11 +356,18 @@ def fit(pairs: Iterable[tuple[Any, Any, str]], *, name: str, match: str, provena
             p50=round(_quantile(ad, 0.5), 6), p90=round(_quantile(ad, 0.9), 6), p99=round(_quantile(ad, 0.99), 6),
             max=round(ad[-1], 6), pairs=len(n_pairs[key]), alpha=alpha,
             q_speedup=qs["d"], q_lib=qs["dl"], q_torch=qs["dt"],
-            q_speedup_eq=qe["d"], q_lib_eq=qe["dl"], q_torch_eq=qe["dt"],
+            q_speedup_eq=qe["d"], q_lib_eq=qe["dl"], q_torch_eq=qe["dt"], throttled=key[4],
         ))
     if left_out:
         provenance = {**provenance, "pick_ops_left_out": left_out}
     return FloorsTable(name=name, match=match, cells=cells, provenance=provenance)
+
+
+def row_throttled(ra: list, rb: list) -> bool:
+    """Whether either run measured the row's op while its device throttled (summary.csv's
+    ``throttled`` cell; empty where no telemetry was read: not throttled, as far as is known)."""
+    i = COL["throttled"]
+    return any(_throttle.is_throttled(r[i] if i < len(r) else None) for r in (ra, rb))
 
 
 def op_picks(a: Any, b: Any) -> dict[str, list[dict]]:
@@ -384,6 +423,11 @@ def conservative() -> FloorsTable:
                               rms_torch=rms))
     return FloorsTable(name="conservative default", match=".*", cells=cells, default=True,
                        provenance={"note": "no floors table for this device: run `opscreen calibrate` to measure one"})
+
+
+@functools.lru_cache(maxsize=1)
+def _conservative_cached() -> FloorsTable:
+    return conservative()
 
 
 def load(path: str | Path, flag: str = "--floors") -> FloorsTable:

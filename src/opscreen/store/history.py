@@ -250,10 +250,7 @@ def case_band(case: CaseHistory, table: "_noise.FloorsTable | None", metric: str
     lats = [x for t, l, _, _ in timing for x in (t, l) if isinstance(x, (int, float)) and x > 0]
     cands: list[tuple[float, str, str | None]] = [(min_change, "min-change", None)]
     if lats:
-        cell = table.judging_cell(history, group, min(lats)) if table is not None else None
-        basis = "floors"
-        if cell is None:
-            cell, basis = _noise.conservative().cell(history, group, min(lats)), "floors-default"
+        cell, basis = _noise.judging(table, history, group, min(lats))
         if cell is not None:
             cands.append((cell.band(METRICS[metric][1]), basis, cell.label()))
     noises = [p.noise_pct for p in case.points if p.noise_pct is not None and p.value is not None]
