@@ -373,6 +373,9 @@ def test_throttled_rows_get_cells_of_their_own_and_thin_ones_defer_to_the_defaul
         assert cells[True].label() == "rerun/graph/>=10us/throttled" and cells[False].label() == "rerun/graph/>=10us"
         # the quiet cell saw none of the hot ops' spread
         assert cells[False].band("lib") < 0.01 < cells[True].band("lib")
+        # calibrate's printout says when its throttled cells are too thin to judge
+        assert ("throttled cells of fewer than 10 ops (rerun/graph/>=10us/throttled)" in "\n".join(noise.format_table(t))) \
+            == (not judged_by_own)
         c = compare_summaries(run("a2", ops, hot), run("b2", ops, hot), table=t)
         hot_rows = [r for r in c.rows if r.op in hot]
         assert {r.throttled for r in hot_rows} == {"A+B"} and not any(r.throttled for r in c.rows if r.op not in hot)

@@ -286,7 +286,7 @@ def judging(table: "FloorsTable | None", history: str, timer: str, latency_ms: f
     throttled cell of its own (bench/results/2026-12-05-h100-calibrate-attempt.md)."""
     cell = table.judging_cell(history, timer, latency_ms, throttled) if table is not None else None
     default = _conservative_cached().cell(history, timer, latency_ms)
-    if cell is not None and not (throttled and default is not None and cell.ops < default.ops):
+    if cell is not None and not (cell.throttled and default is not None and cell.ops < default.ops):
         return cell, "floors"
     return default, "floors-default"
 
@@ -486,7 +486,12 @@ def format_table(table: FloorsTable) -> list[str]:
     lines = [f"floors table: {table.name} (devices matching the regular expression {table.match})"]
     for c in table.cells:
         q = " ".join(f"{n} {getattr(c, n) * 100:.2f}" for n in ("p50", "p90", "p99", "max") if getattr(c, n) is not None)
-        lines.append(f"  {c.label():<22} rows {c.rows:4d} ops {c.ops:3d}  |d| % {q}  bands ±: speedup "
+        lines.append(f"  {c.label():<28} rows {c.rows:4d} ops {c.ops:3d}  |d| % {q}  bands ±: speedup "
                      f"{c.band() * 100:.2f}%, torch {c.band('torch') * 100:.2f}%, lib {c.band('lib') * 100:.2f}% "
                      f"(alpha {c.alpha:g})")
+    need = max(c.ops for c in _conservative_cached().cells)
+    thin = [c for c in table.cells if c.throttled and c.ops < need]
+    if thin:
+        lines.append(f"  throttled cells of fewer than {need} ops ({', '.join(c.label() for c in thin)}): compare judges "
+                     "those rows by the conservative default; calibrate more ops that throttle (--extends) to measure them")
     return lines
