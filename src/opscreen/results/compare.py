@@ -511,7 +511,7 @@ def _floors_cell(cr: CompareRow, ra: list, rb: list, table, history: str):
     if not lats:
         return None, None
     # without chip (worker) cells, its rerun (cross) cells judge those rows; a throttled row, a throttled cell
-    return _noise.judging(table, history, group, min(lats), _noise.row_throttled(ra, rb))
+    return _noise.judging(table, history, group, min(lats), cr.throttled is not None)
 
 
 def _samples_noise(ra: list, rb: list, q: str, metric: str) -> float | None:
@@ -611,13 +611,6 @@ def _lib_idle(ra: list, rb: list) -> bool:
     return lib_no_kernel(ra) and lib_no_kernel(rb)
 
 
-def throttled_side(ra: list, rb: list) -> str | None:
-    """Which run measured this row while its device throttled: A, B, A+B, or None."""
-    i = COL["throttled"]
-    sides = [n for n, r in (("A", ra), ("B", rb)) if _throttle.is_throttled(r[i] if i < len(r) else None)]
-    return "+".join(sides) or None
-
-
 def device_of(s: Summary) -> str | None:
     """The device model a run measured on: its caliber's, else its first op's that names one."""
     name = (s.caliber or {}).get("device_name")
@@ -713,8 +706,8 @@ def compare_summaries(
             cr.a_speedup, cr.a_lib_ms, cr.a_torch_ms, cr.a_status = ra[isp], ra[ilib], ra[itor], ra[ist]
             cr.a_noise = _noise_of(ra, metric)
             cr.a_timer = _timer(ra)
+            cr.throttled = _noise.throttled_side(ra, rb)
             _join_measured(cr, ra, rb, vi, metric, ctx)
-            cr.throttled = throttled_side(ra, rb)
         out.append(cr)
     for ra in a.rows:
         key = (ra[iop], ra[ivar] or "", ra[idt], ra[ish])
@@ -941,8 +934,8 @@ def _throttled_lines(c: Comparison) -> list:
     L = []
     thr = [r for r in c.rows if r.throttled and r.floors]
     if thr and c.use_floors:
-        dflt = sum(1 for r in thr if r.basis == "floors-default" or (r.floors and not r.floors.endswith("/throttled")))
-        own = len(thr) - dflt
+        own = sum(1 for r in thr if r.floors.endswith("/throttled"))
+        dflt = len(thr) - own
         L.append(f"throttled: {len(thr)} rows were measured while a side's device throttled; {own} were judged by the "
                  f"floors table's throttled cells, {dflt} by the conservative default (no throttled cell backed by "
                  "as many ops as the default's): a power-capped clock spreads a row further between processes")

@@ -22,7 +22,7 @@ draw of the suite's ops, per *cell*:
 * the row's kernel latency bin: the smaller of its latencies, below or above
   :data:`BIN_EDGES_MS` (10 us);
 * ``throttled``: whether either run measured the row's op while its device throttled
-  (opscreen.results.throttle: a power or thermal clock-event reason, or a busy SM clock under
+  (:func:`throttled_side`, opscreen.results.throttle: a power or thermal clock-event reason, or a busy SM clock under
   75 % of its maximum). A power-capped kernel's clock moves with its draw, and on an H100 at
   700 W such rows (the attention ops) read apart between two processes by p50 0.34 %, p99 5.6 %,
   where the unthrottled rows of 10 us or more read p50 0.05 %, p99 1.7 %
@@ -75,7 +75,7 @@ from .summary import COL, no_kernel
 
 __all__ = [
     "FLOORS", "BIN_EDGES_MS", "DEFAULT_ALPHA", "EQ_ALPHA", "HISTORIES", "FALLBACK", "Cell", "FloorsTable", "t_critical", "timer_group",
-    "history_of", "row_history", "device_uuids", "fit", "judging", "row_throttled", "op_picks", "load", "find", "conservative", "floors_dirs", "write",
+    "history_of", "row_history", "device_uuids", "fit", "judging", "throttled_side", "op_picks", "load", "find", "conservative", "floors_dirs", "write",
 ]
 
 FLOORS = contracts.FLOORS
@@ -285,10 +285,9 @@ def judging(table: "FloorsTable | None", history: str, timer: str, latency_ms: f
     default's, so the better-backed of the two judges; a device whose ops throttle often gets a
     throttled cell of its own (bench/results/2026-12-05-h100-calibrate-attempt.md)."""
     cell = table.judging_cell(history, timer, latency_ms, throttled) if table is not None else None
-    default = _conservative_cached().cell(history, timer, latency_ms)
-    if cell is not None and not (cell.throttled and default is not None and cell.ops < default.ops):
+    if cell is not None and not _too_thin(cell):
         return cell, "floors"
-    return default, "floors-default"
+    return _conservative_cached().cell(history, timer, latency_ms), "floors-default"
 
 
 def _quantile(sorted_vals: list[float], q: float) -> float:
@@ -332,7 +331,7 @@ def fit(pairs: Iterable[tuple[Any, Any, str]], *, name: str, match: str, provena
             group = ga if ga == timer_group(rb[COL["torch_timer"]], rb[COL["lib_timer"]]) else "mixed"
             lat = min(ra[COL["torch_ms"]], ra[COL["lib_ms"]], rb[COL["torch_ms"]], rb[COL["lib_ms"]])
             history = row_history(pair_history, ua.get(rb[COL["op"]]), ub.get(rb[COL["op"]]))
-            key = (history, group, *bin_of(lat), row_throttled(ra, rb))
+            key = (history, group, *bin_of(lat), throttled_side(ra, rb) is not None)
             e = acc.setdefault(key, {"d": [], "dl": [], "dt": [], "ops": set(), "by_op": {}})
             d = (math.log(rb[COL["speedup"]] / ra[COL["speedup"]]), math.log(rb[COL["lib_ms"]] / ra[COL["lib_ms"]]),
                  math.log(rb[COL["torch_ms"]] / ra[COL["torch_ms"]]))
@@ -363,11 +362,12 @@ def fit(pairs: Iterable[tuple[Any, Any, str]], *, name: str, match: str, provena
     return FloorsTable(name=name, match=match, cells=cells, provenance=provenance)
 
 
-def row_throttled(ra: list, rb: list) -> bool:
-    """Whether either run measured the row's op while its device throttled (summary.csv's
+def throttled_side(ra: list, rb: list) -> str | None:
+    """Which run measured this row while its device throttled: A, B, A+B, or None (summary.csv's
     ``throttled`` cell; empty where no telemetry was read: not throttled, as far as is known)."""
     i = COL["throttled"]
-    return any(_throttle.is_throttled(r[i] if i < len(r) else None) for r in (ra, rb))
+    sides = [n for n, r in (("A", ra), ("B", rb)) if _throttle.is_throttled(r[i] if i < len(r) else None)]
+    return "+".join(sides) or None
 
 
 def op_picks(a: Any, b: Any) -> dict[str, list[dict]]:
@@ -412,6 +412,16 @@ _CONSERVATIVE = {  # (timer, below 10 us?) -> rms (log fraction)
 }
 
 
+#: the ops the conservative default's cells claim (t(9)); a throttled cell backed by fewer does not judge
+CONSERVATIVE_OPS = 10
+
+
+def _too_thin(cell: Cell) -> bool:
+    """A throttled cell backed by fewer ops than the conservative default claims: :func:`judging`
+    leaves its rows to the default."""
+    return cell.throttled and cell.ops < CONSERVATIVE_OPS
+
+
 def conservative() -> FloorsTable:
     """The table a device without one gets (its cells say ``ops`` 10: t(9) = 3.25), one
     set of cells for every history."""
@@ -419,7 +429,7 @@ def conservative() -> FloorsTable:
     for history in HISTORIES:
         for (timer, small), rms in _CONSERVATIVE.items():
             lo, hi = (0.0, BIN_EDGES_MS[0]) if small else (BIN_EDGES_MS[0], math.inf)
-            cells.append(Cell(history=history, timer=timer, lo_ms=lo, hi_ms=hi, rows=0, ops=10, rms=rms, rms_lib=rms,
+            cells.append(Cell(history=history, timer=timer, lo_ms=lo, hi_ms=hi, rows=0, ops=CONSERVATIVE_OPS, rms=rms, rms_lib=rms,
                               rms_torch=rms))
     return FloorsTable(name="conservative default", match=".*", cells=cells, default=True,
                        provenance={"note": "no floors table for this device: run `opscreen calibrate` to measure one"})
@@ -489,9 +499,8 @@ def format_table(table: FloorsTable) -> list[str]:
         lines.append(f"  {c.label():<28} rows {c.rows:4d} ops {c.ops:3d}  |d| % {q}  bands ±: speedup "
                      f"{c.band() * 100:.2f}%, torch {c.band('torch') * 100:.2f}%, lib {c.band('lib') * 100:.2f}% "
                      f"(alpha {c.alpha:g})")
-    need = max(c.ops for c in _conservative_cached().cells)
-    thin = [c for c in table.cells if c.throttled and c.ops < need]
+    thin = [c for c in table.cells if _too_thin(c)]
     if thin:
-        lines.append(f"  throttled cells of fewer than {need} ops ({', '.join(c.label() for c in thin)}): compare judges "
+        lines.append(f"  throttled cells of fewer than {CONSERVATIVE_OPS} ops ({', '.join(c.label() for c in thin)}): compare judges "
                      "those rows by the conservative default; calibrate more ops that throttle (--extends) to measure them")
     return lines
