@@ -379,3 +379,24 @@ def test_a_case_missing_from_a_run_keeps_its_place_in_the_series():
                                Point(run=3, value=1.25, status="ok")])
     assert series_text(case, 5) == "1.000 - F 1.250 -"
     assert series_text(case) == "1.000 F 1.250"  # without the run count: only the runs that hold it
+
+
+def test_a_case_measured_while_its_device_throttled_is_judged_by_the_throttled_default(tmp_path):
+    """One run of ``abs`` throttled (the store's ``throttled`` column): abs's cases are judged as
+    compare judges a throttled row. The test's table has no throttled cell, so the conservative
+    default decides them; every other case keeps the table's cell, and the step is still found."""
+    from test_store import throttle_op
+
+    runs = screens(tmp_path, 10, factor=step_at(6, 1.25))
+    throttle_op(runs[3], "abs")
+    h = history(tmp_path, runs, rms=0.006)
+    by_op = {}
+    for c in h.cases:
+        by_op.setdefault(c.op, set()).add((c.basis, c.throttled_runs))
+    assert by_op == {"abs": {("floors-default", 1)}, "add": {("floors", 0)}, "mm": {("floors", 0)}}
+    (c,) = [c for c in h.cases if c.changes]
+    (ch,) = c.changes
+    assert (c.op, c.dtype) == CASE[:2] and ch.direction == "slower" and ch.throttled == 1
+    assert c.band > noise.t_critical(9) * 0.006  # wider than the table's unthrottled cell
+    assert ", throttled in 1 run" in ch.evidence() and c.basis_text().endswith(", throttled in 1 run")
+    assert h.to_json()["cases"][[x.key() for x in h.cases].index(c.key())]["throttled_runs"] == 1

@@ -221,11 +221,13 @@ def test_a_newer_store_is_refused_in_one_line(tmp_path, db_url, cli):
     assert cli("store", "add", run, "--db", db_url).returncode == 0
     eng = sa.create_engine(db_url)
     with eng.begin() as conn:
-        conn.execute(sa.update(store_db.meta).where(store_db.meta.c.key == "schema").values(value="opscreen.store/2"))
+        conn.execute(sa.update(store_db.meta).where(store_db.meta.c.key == "schema")
+                     .values(value=f"opscreen.store/{contracts.STORE.version + 1}"))
     eng.dispose()
     for args in (("store", "add", run), ("history",), ("store", "list")):
         line = one_line_exit_2(cli(*args, "--db", db_url))
-        assert "newer opscreen (store schema 2, this one reads up to 1); upgrade opscreen" in line
+        assert (f"newer opscreen (store schema {contracts.STORE.version + 1}, this one reads up to "
+                f"{contracts.STORE.version}); upgrade opscreen") in line
 
 
 def test_the_schema_is_created_once_with_its_version(tmp_path, db_url):
@@ -233,8 +235,8 @@ def test_the_schema_is_created_once_with_its_version(tmp_path, db_url):
     with store.read() as conn:
         tag = conn.execute(sa.select(store_db.meta.c.value).where(store_db.meta.c.key == "schema")).scalar_one()
     store.close()
-    assert tag == "opscreen.store/1" == contracts.STORE.tag()
-    assert store_db.ensure_schema(open_store(db_url, create=False), create=False) == 1
+    assert tag == "opscreen.store/2" == contracts.STORE.tag()
+    assert store_db.ensure_schema(open_store(db_url, create=False), create=False) == 2
 
 
 def test_store_list_shows_the_runs(tmp_path, db_url, cli):
@@ -245,11 +247,12 @@ def test_store_list_shows_the_runs(tmp_path, db_url, cli):
     assert "2 runs" in res.stdout and commit(1)[:12] in res.stdout and "screen-001" in res.stdout
 
 
-def test_the_rows_columns_are_summary_3s_less_the_runs():
-    """Store version 1 keeps summary 3's columns (the run's own three are in runs); a column a
-    later summary version adds is not kept until a store version adds it with its migration,
-    but every column kept must still be one the summary has (the importer reads it by name)."""
-    assert list(store_db.ROW_COLUMNS) == [c for c in contracts.SUMMARY_3_COLUMNS if c not in RUN_COLUMNS]
+def test_the_rows_columns_are_summary_4s_less_the_runs():
+    """Store version 2 keeps summary 4's columns (summary 3's and ``throttled``; the run's own
+    three are in runs); a column a later summary version adds is not kept until a store version
+    adds it with its migration, but every column kept must still be one the summary has (the
+    importer reads it by name)."""
+    assert list(store_db.ROW_COLUMNS) == [c for c in contracts.SUMMARY_4_COLUMNS if c not in RUN_COLUMNS]
     assert set(store_db.ROW_COLUMNS) <= set(COLUMNS)
     assert [c.name for c in store_db.rows.columns] == ["run_id", *store_db.ROW_COLUMNS]
 
@@ -276,3 +279,63 @@ def test_two_screens_started_together_are_two_runs(tmp_path):
     assert [d.added for d in add_runs(store, [str(a), str(b), str(a)])] == [True, True, False]
     store.close()
     assert counts(url)[0] == 2
+
+
+V1_STORE = ROOT / "tests" / "fixtures" / "old_outputs" / "store-v1.sqlite"
+
+
+def throttle_op(run: Path, op: str, cell: str = "sw_power_cap 40%") -> None:
+    """Give ``op`` of ``run`` the telemetry of an op measured while its device throttled
+    (NVML read a power cap in 40 % of the samples): its rows' ``throttled`` cell reads ``cell``."""
+    path = run / "ops" / op / "result.json"
+    result = json.loads(path.read_text())
+    result["telemetry"] = {"source": "nvml", "samples": 10, "reasons": {"sw_power_cap": 0.4},
+                           "max_sm_clock_mhz": 1980, "sm_clock_busy_mhz": {"median": 1980}}
+    path.write_text(json.dumps(result))
+    assert build_summary(run).rows and {r[COLUMNS.index("throttled")] for r in build_summary(run).rows
+                                        if r[0] == op} == {cell}
+
+
+def test_a_version_1_store_is_migrated_in_place_and_keeps_throttled_from_then_on(tmp_path, cli):
+    """tests/fixtures/old_outputs/store-v1.sqlite is a store that opscreen at store version 1 made
+    (two synthetic screens, 48 rows). Reading it migrates it to version 2 in place: its rows
+    stay, with ``throttled`` NULL (not known); a screen imported after keeps each row's cell."""
+    path = tmp_path / "store.sqlite"
+    shutil.copy(V1_STORE, path)
+    url = f"sqlite:///{path}"
+    eng = sa.create_engine(url)
+    with eng.connect() as conn:
+        assert conn.execute(sa.text("SELECT value FROM meta WHERE key = 'schema'")).scalar_one() == "opscreen.store/1"
+        assert "throttled" not in {r[1] for r in conn.execute(sa.text("PRAGMA table_info(rows)"))}
+    res = cli("store", "list", "--db", url)
+    assert res.returncode == 0 and "2 runs" in res.stdout, res.stdout + res.stderr
+    with eng.connect() as conn:
+        assert conn.execute(sa.text("SELECT value FROM meta WHERE key = 'schema'")).scalar_one() == "opscreen.store/2"
+        cols = [r[1] for r in conn.execute(sa.text("PRAGMA table_info(rows)"))]
+        assert cols == [c.name for c in store_db.rows.columns]  # the column lands where a new store has it
+        assert conn.execute(sa.text("SELECT count(*), count(throttled) FROM rows")).one() == (48, 0)
+    run = screens(tmp_path, 1, first=2)[0]
+    throttle_op(run, "abs")
+    assert cli("store", "add", str(run), "--db", url).returncode == 0
+    with eng.connect() as conn:
+        got = dict(conn.execute(sa.text("SELECT op, group_concat(DISTINCT coalesce(throttled, '-')) FROM rows "
+                                        "JOIN runs ON runs.id = rows.run_id WHERE runs.name = 'screen-002' "
+                                        "GROUP BY op")).all())
+    eng.dispose()
+    assert got == {"abs": "sw_power_cap 40%", "add": "-", "mm": "-"}  # no telemetry: NULL, not "no"
+    assert counts(url) == (3, 72)
+
+
+def test_an_import_keeps_each_rows_throttled_cell(tmp_path, db_url):
+    run = screens(tmp_path, 1)[0]
+    throttle_op(run, "mm")
+    from opscreen.store.importer import add_runs
+    store = open_store(db_url, create=True)
+    try:
+        add_runs(store, [str(run)])
+        with store.read() as conn:
+            got = conn.execute(sa.select(store_db.rows.c.op, store_db.rows.c.throttled)).all()
+    finally:
+        store.close()
+    assert {op for op, t in got if t == "sw_power_cap 40%"} == {"mm"}
+    assert {t for op, t in got if op != "mm"} == {None}

@@ -14,7 +14,7 @@ peaks                peaks.json             schema     "opscreen.peaks/1" (opscr
 
 The results store (:data:`STORE`, ``opscreen store``) is a database, not a file: its
 version is the ``schema`` row of its ``meta`` table, in the same form
-(``"opscreen.store/1"``); :mod:`opscreen.store.db` reads it with :func:`version_of` and
+(``"opscreen.store/2"``); :mod:`opscreen.store.db` reads it with :func:`version_of` and
 runs its migrations (SQL, so they live there, not here) in place.
 
 One convention: the key ``schema`` holds ``"opscreen.<name>/<N>"``, the contract's name
@@ -246,7 +246,7 @@ PEAKS = Contract("peaks", "peaks.json", "schema", 1, prefix="opscreen.peaks/")
 CONTRACTS = (CHILD_CONFIG, RESULT, RUN_IDENTITY, SUMMARY, FLOORS, PEAKS)
 #: the results store's database (the ``schema`` row of its ``meta`` table; not a file, so not
 #: in :data:`CONTRACTS`); its migrations are SQL: opscreen.store.db.MIGRATIONS
-STORE = Contract("store", "meta table of the store database", "schema", 1, prefix="opscreen.store/",
+STORE = Contract("store", "meta table of the store database", "schema", 2, prefix="opscreen.store/",
                  label="store schema")
 
 

@@ -6,7 +6,7 @@ the psycopg 3 driver: ``pip install -e '.[store-pg]'``). Tables (docs/store.md):
 
 ``meta``
     ``key``/``value``; the row ``schema`` holds the store's version,
-    ``"opscreen.store/1"`` (:data:`opscreen.contracts.STORE`).
+    ``"opscreen.store/2"`` (:data:`opscreen.contracts.STORE`).
 ``calibers``
     one row per distinct caliber (what :data:`opscreen.results.compare.MUST_MATCH` names,
     plus the device and backend): ``key`` (its digest) and the caliber as JSON.
@@ -14,8 +14,10 @@ the psycopg 3 driver: ``pip install -e '.[store-pg]'``). Tables (docs/store.md):
     one row per imported screen: ``run_key`` (unique: what makes a second import of the
     same run add nothing), its name, start, suite commit, device, caliber and identity.
 ``rows``
-    every row of every run's summary, in summary 3's columns (the run's columns are the
-    ``runs`` row's).
+    every row of every run's summary, in summary 4's columns (the run's columns are the
+    ``runs`` row's): summary 3's and ``throttled``, whether the op's device throttled while
+    it measured (NULL where that is not known: a summary before version 4, or a row imported
+    by a store of version 1).
 
 Writes take the database's write lock at the start of their transaction (SQLite:
 ``BEGIN IMMEDIATE`` with a busy timeout; PostgreSQL: the unique index on ``run_key`` and
@@ -23,8 +25,9 @@ an advisory lock around creating the schema), so concurrent imports from several
 processes or machines serialise instead of losing or doubling a run.
 
 A store of a newer version is refused in one line; an older one is migrated in place,
-one ``MIGRATIONS[N]`` step after another, in one transaction (there is none yet: the
-store is at version 1).
+one ``MIGRATIONS[N]`` step after another, in one transaction. The store is at version 2;
+its one migration, ``MIGRATIONS[2]`` (:func:`update_to_2`), adds the ``throttled`` column
+to the ``rows`` of a version 1 store, NULL in every row it held.
 """
 
 from __future__ import annotations
@@ -48,13 +51,14 @@ STORE = contracts.STORE
 #: a number of our own for pg_advisory_xact_lock while the schema is created or migrated
 _PG_LOCK = 0x6F7073_33
 
-# the rows' columns: summary 3's (contracts.SUMMARY_3_COLUMNS) less the run's own three, which
-# the runs table holds; a summary version that changes them needs a store migration
+# the rows' columns: summary 4's (contracts.SUMMARY_4_COLUMNS: summary 3's, then throttled) less
+# the run's own three, which the runs table holds; a summary version that changes them needs a
+# store migration (store 2 added throttled: update_to_2)
 _FLOAT = ("torch_ms", "lib_ms", "speedup", "tflops", "torch_gbps", "lib_gbps", "torch_noise_pct", "lib_noise_pct",
           "torch_ci_ms", "lib_ci_ms", "torch_spread", "lib_spread", "speedup_spread", "torch_host_ms", "lib_host_ms")
 _INT = ("torch_samples", "lib_samples", "repeats")
 _BOOL = ("truncated",)
-ROW_COLUMNS = tuple(c for c in contracts.SUMMARY_3_COLUMNS if c not in ("run", "run_started_at", "suite_commit"))
+ROW_COLUMNS = tuple(c for c in contracts.SUMMARY_4_COLUMNS if c not in ("run", "run_started_at", "suite_commit"))
 
 
 def _row_column(name: str) -> sa.Column:
@@ -98,8 +102,18 @@ sa.Index("rows_op_run", rows.c.op, rows.c.run_id)
 sa.Index("rows_run", rows.c.run_id)
 sa.Index("runs_caliber_device", runs.c.caliber_id, runs.c.device_name)
 
+
+def update_to_2(conn: Connection) -> None:
+    """store 1 -> 2: ``rows`` gets the nullable text column ``throttled`` (summary 4's). Store 1
+    did not keep it, so every row already there reads NULL: not known, as in a summary before
+    version 4. The column is added last, where a new store has it too."""
+    col = sa.schema.CreateColumn(rows.c.throttled).compile(dialect=conn.dialect)
+    table = conn.dialect.identifier_preparer.format_table(rows)
+    conn.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN {col}"))
+
+
 #: N -> update_to_N(connection): turns a store of version N-1 into version N, in place
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: update_to_2}
 
 
 @dataclass

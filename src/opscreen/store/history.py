@@ -15,7 +15,11 @@ two levels is an outlier, not a level). The band is the widest of
 * the case's cell of the device's floors table (``results/noise.py``: found by the
   device's name; history ``rerun``, the case's timer group and latency bin), at one
   process per side: how far two processes of one setup read this kind of case apart;
-  a device without a table, or a cell the table lacks, gets the conservative default;
+  a device without a table, or a cell the table lacks, gets the conservative default.
+  A case that any run with a value measured while its device throttled (the store's
+  ``throttled`` column, summary 4 on) is judged as compare judges a throttled row: by the
+  table's throttled cell when one backed by 10 ops or more is there, else by the
+  conservative default (``noise.judging``); a step of such a case may be the throttle's;
 * ``k`` times the samples' own noise of two runs (the median over the series);
 * the minimum practical change (``--min-change``, 1 % as in compare).
 
@@ -48,6 +52,7 @@ import sqlalchemy as sa
 
 from ..errors import UsageError
 from ..results import noise as _noise
+from ..results import throttle as _throttle
 from ..results.summary import no_kernel
 from ..tables import Grid, grid_text
 from .db import Store, calibers, rows, runs
@@ -71,6 +76,13 @@ class Point:
     value: float | None
     status: str
     noise_pct: float | None = None
+    # the row's throttled cell (summary 4 on): the reasons, "no", or None (not known: an older
+    # summary, no telemetry, or a row a store of version 1 imported)
+    throttled: str | None = None
+
+    @property
+    def was_throttled(self) -> bool:
+        return _throttle.is_throttled(self.throttled)
 
 
 @dataclass
@@ -92,6 +104,7 @@ class ChangePoint:
     separated: bool  # no run before reads on the far side of any run after
     pending: bool  # fewer than min_size runs after it: the next screens confirm it
     early: bool = False  # fewer than min_size runs before it: a screen of an earlier commit confirms it
+    throttled: int = 0  # the case's runs (with a value) measured while the device throttled: judged as throttled
 
     def tags(self) -> str:
         """`` (early)``, `` (pending)``, both or neither: what the change's direction is shown with."""
@@ -101,6 +114,7 @@ class ChangePoint:
         ratio = abs(math.log1p(self.step)) / self.band if self.band > 0 else math.inf
         over = "no run before overlaps a run after" if self.separated else "single runs overlap"
         cell = f" {self.cell}" if self.cell else ""
+        cell += _throttled_text(self.throttled)
         pend = f"; pending: {self.n_after} run after it" if self.pending else ""
         if self.early:
             pend += f"; early: {self.n_before} run before it"
@@ -130,6 +144,16 @@ class CaseHistory:
     def flaky(self) -> bool:
         return self.flips >= FLAKY_FLIPS
 
+    @property
+    def throttled_runs(self) -> int:
+        """How many of its runs with a value measured it while the device throttled: any, and
+        the case is judged as throttled (:func:`case_band`)."""
+        return sum(1 for p in self.points if p.value is not None and p.was_throttled)
+
+    def basis_text(self) -> str:
+        """What set the band: its basis, its floors cell and, for a case judged as throttled, in how many runs."""
+        return self.basis + (f" {self.cell}" if self.cell else "") + _throttled_text(self.throttled_runs)
+
     def key(self) -> tuple[str, str, str, str]:
         return (self.op, self.variant, self.dtype, self.shape)
 
@@ -152,6 +176,7 @@ class History:
         for c, case in zip(d["cases"], self.cases):
             c.pop("timing", None)
             c["flaky"] = case.flaky
+            c["throttled_runs"] = case.throttled_runs
             for ch, obj in zip(c["changes"], case.changes):
                 ch["evidence"] = obj.evidence()
         return d
@@ -171,6 +196,11 @@ def _calibers(conn, op: str | None, device: str | None) -> list[dict]:
         q = q.where(sa.exists().where(rows.c.run_id == runs.c.id, rows.c.op == op))
     out = [{"id": i, "runs": n, "latest": last or "", "caliber": json.loads(cal)} for i, n, last, cal in conn.execute(q)]
     return sorted(out, key=lambda c: (c["latest"], c["id"]), reverse=True)
+
+
+def _throttled_text(n: int) -> str:
+    """``, throttled in N runs`` where the case was judged as throttled, else nothing."""
+    return f", throttled in {n} run{'' if n == 1 else 's'}" if n else ""
 
 
 def _pick_caliber(cals: list[dict], want: int | None, op: str | None, device: str | None) -> dict:
@@ -208,7 +238,7 @@ def _series(conn, cal_id: int, op: str | None, device: str | None, metric: str,
     # the rows unpacked as tuples: a Row's attributes, 14 per row, cost five times the query
     cols = [rows.c.run_id, rows.c.op, rows.c.variant, rows.c.dtype, rows.c.shape, rows.c.test, rows.c.status,
             rows.c[METRICS[metric][0]], rows.c.torch_ms, rows.c.lib_ms, rows.c.torch_timer, rows.c.lib_timer,
-            rows.c.torch_noise_pct, rows.c.lib_noise_pct]
+            rows.c.torch_noise_pct, rows.c.lib_noise_pct, rows.c.throttled]
     q = sa.select(*cols).join(runs, runs.c.id == rows.c.run_id).where(runs.c.caliber_id == cal_id)
     if device is not None:
         q = q.where(runs.c.device_name == device)
@@ -216,7 +246,7 @@ def _series(conn, cal_id: int, op: str | None, device: str | None, metric: str,
         q = q.where(rows.c.op == op)
     cases: dict[tuple, CaseHistory] = {}
     lib_only = metric == "lib_ms"
-    for run_id, op_, variant, dtype, shape, test, status, v, t_ms, l_ms, t_timer, l_timer, t_noise, l_noise \
+    for run_id, op_, variant, dtype, shape, test, status, v, t_ms, l_ms, t_timer, l_timer, t_noise, l_noise, thr \
             in conn.execute(q):
         key = (op_, variant or "", dtype, shape)
         case = cases.get(key)
@@ -225,7 +255,7 @@ def _series(conn, cal_id: int, op: str | None, device: str | None, metric: str,
                                             points=[])
         ok = status == "ok" and isinstance(v, (int, float)) and v > 0
         noise_pct = l_noise if lib_only else _noise_pct(l_noise, t_noise)
-        case.points.append(Point(index[run_id], float(v) if ok else None, status, noise_pct))
+        case.points.append(Point(index[run_id], float(v) if ok else None, status, noise_pct, thr))
         case.timing.append((t_ms, l_ms, t_timer, l_timer))
     for case in cases.values():
         case.points.sort(key=lambda p: p.run)
@@ -243,14 +273,16 @@ def _noise_pct(lib: float | None, torch: float | None) -> float | None:
 def case_band(case: CaseHistory, table: "_noise.FloorsTable | None", metric: str, k: float,
               min_change: float, history: str = "rerun") -> tuple[float, str, str | None]:
     """The case's band (a fraction of ln), what set it, and its floors cell's label. ``history``:
-    the floors history of two runs of the series' caliber (``worker`` for warm-worker screens)."""
+    the floors history of two runs of the series' caliber (``worker`` for warm-worker screens).
+    A case that a run with a value measured while its device throttled is judged as throttled:
+    by the table's throttled cell, else the conservative default (``noise.judging``)."""
     timing = case.timing
     groups = {_noise.timer_group(tt, lt) for tt, lt in {(tt, lt) for _, _, tt, lt in timing if tt or lt}}
     group = groups.pop() if len(groups) == 1 else "mixed"
     lats = [x for t, l, _, _ in timing for x in (t, l) if isinstance(x, (int, float)) and x > 0]
     cands: list[tuple[float, str, str | None]] = [(min_change, "min-change", None)]
     if lats:
-        cell, basis = _noise.judging(table, history, group, min(lats))
+        cell, basis = _noise.judging(table, history, group, min(lats), throttled=case.throttled_runs > 0)
         if cell is not None:
             cands.append((cell.band(METRICS[metric][1]), basis, cell.label()))
     noises = [p.noise_pct for p in case.points if p.noise_pct is not None and p.value is not None]
@@ -367,7 +399,7 @@ def detect(case: CaseHistory, runs_: list[dict], metric: str, band: float, basis
             before=math.exp(la), after=math.exp(lb), step=math.expm1(lb - la),
             direction="faster" if (lb - la) * sign > 0 else "slower", band=band, basis=basis, cell=cell,
             n_before=len(a), n_after=len(b), separated=sep, pending=b is segs[-1] and len(b) < min_size,
-            early=a is segs[0] and len(a) < min_size))
+            early=a is segs[0] and len(a) < min_size, throttled=case.throttled_runs))
     return out
 
 

@@ -2,7 +2,9 @@
 
 A run is read as ``opscreen summary`` reads it (its ``summary.json`` when it is there
 and not older than the run, else built from the logs in memory: nothing is written into
-the run directory). Every run given is read and checked before anything is written, so
+the run directory), at the summary version this opscreen reads: each row goes in with its
+``throttled`` cell (summary 4 on; a summary of an older version reads None there, so the
+store keeps NULL: not known). Every run given is read and checked before anything is written, so
 a bad one among several leaves the store as it was. Each run then goes in with its
 rows in one transaction: a run is in the store whole or not at all.
 
@@ -138,6 +140,9 @@ def _row_values(run_id: int, r: list) -> dict:
     for c in ("device", "test"):  # text columns a summary may hold as numbers
         if d[c] is not None and not isinstance(d[c], str):
             d[c] = str(d[c])
+    # summary 4 on: the op's throttle verdict (reasons, or "no"); empty or None (an older
+    # summary, no telemetry) is kept as NULL: not known
+    d["throttled"] = str(d["throttled"]) if d["throttled"] not in (None, "") else None
     d["run_id"] = run_id
     return d
 

@@ -109,7 +109,7 @@ _OP = _ENV.from_string("""<!doctype html>
 <h2>Cases</h2>
 {% for c in cases %}
 <div class="case" id="{{ c.id }}"><h3>{{ c.case }}<a class="perma" href="#{{ c.id }}" title="permalink">#</a></h3>
-<p class="muted">band ±{{ c.band }} ({{ c.basis }}{% if c.cell %} {{ c.cell }}{% endif %}){% if c.flaky %};
+<p class="muted">band ±{{ c.band }} ({{ c.basis_text }}){% if c.flaky %};
 <b>flaky</b> ({{ c.flips }} reversals){% endif %}</p>
 {{ c.svg }}
 <p class="series">{{ c.series }}</p></div>
@@ -238,7 +238,7 @@ def _change_rows(cases: list[CaseHistory]) -> list[dict]:
 def _op_page(op: str, cases: list[CaseHistory], h: History) -> str:
     from markupsafe import Markup
 
-    items = [{"id": case_id(c), "case": _label(c), "band": f"{c.band * 100:.2f}%", "basis": c.basis, "cell": c.cell,
+    items = [{"id": case_id(c), "case": _label(c), "band": f"{c.band * 100:.2f}%", "basis_text": c.basis_text(),
               "flaky": c.flaky, "flips": c.flips, "series": series_text(c), "svg": Markup(svg_plot(c, h.runs))}
              for c in cases]
     flaky = [{"id": case_id(c), "case": _label(c)} for c in cases if c.flaky]
