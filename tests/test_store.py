@@ -339,3 +339,25 @@ def test_an_import_keeps_each_rows_throttled_cell(tmp_path, db_url):
         store.close()
     assert {op for op, t in got if t == "sw_power_cap 40%"} == {"mm"}
     assert {t for op, t in got if op != "mm"} == {None}
+
+
+def test_update_to_2_runs_on_each_database(tmp_path, db_url, cli):
+    """The migration's DDL on SQLite and PostgreSQL alike: a store taken back to version 1's
+    shape (its ``rows`` without ``throttled``, its schema row at 1) opens as version 2 again,
+    with its rows and the column where a new store has it."""
+    run = screens(tmp_path, 1)[0]
+    throttle_op(run, "abs")
+    assert cli("store", "add", str(run), "--db", db_url).returncode == 0
+    eng = sa.create_engine(db_url)
+    with eng.begin() as conn:
+        conn.execute(sa.text("ALTER TABLE rows DROP COLUMN throttled"))
+        conn.execute(sa.update(store_db.meta).where(store_db.meta.c.key == "schema").values(value="opscreen.store/1"))
+    res = cli("store", "list", "--db", db_url)
+    assert res.returncode == 0 and "screen-000" in res.stdout, res.stdout + res.stderr
+    with eng.connect() as conn:
+        assert conn.execute(sa.select(store_db.meta.c.value).where(store_db.meta.c.key == "schema")).scalar_one() \
+            == contracts.STORE.tag()
+        cols = [c["name"] for c in sa.inspect(conn).get_columns("rows")]
+        assert conn.execute(sa.text("SELECT count(*), count(throttled) FROM rows")).one() == (24, 0)
+    eng.dispose()
+    assert cols == [c.name for c in store_db.rows.columns]
