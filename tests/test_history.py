@@ -12,7 +12,7 @@ import pytest
 
 from opscreen.results import noise
 from opscreen.store.db import open_store
-from opscreen.store.history import load_history, series_text
+from opscreen.store.history import format_history, load_history, series_text
 from opscreen.store.importer import add_runs
 from storesynth import commit, db_url, floors_table, pg_server, screens  # noqa: F401  (fixtures)
 
@@ -400,3 +400,10 @@ def test_a_case_measured_while_its_device_throttled_is_judged_by_the_throttled_d
     assert c.band > noise.t_critical(9) * 0.006  # wider than the table's unthrottled cell
     assert ", throttled in 1 run" in ch.evidence() and c.basis_text().endswith(", throttled in 1 run")
     assert h.to_json()["cases"][[x.key() for x in h.cases].index(c.key())]["throttled_runs"] == 1
+    values = series_text(c).split()
+    assert values[3].endswith("*") and sum(v.endswith("*") for v in values) == 1  # run 3 alone
+    import io
+
+    assert "'*' measured while the device throttled" in format_history(h, "abs", like=io.StringIO())
+    add = history(tmp_path, runs, rms=0.006, op="add")  # no run of add throttled: nothing said
+    assert "throttled" not in format_history(add, "add", like=io.StringIO())

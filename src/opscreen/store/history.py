@@ -470,7 +470,8 @@ def _fmt(v: float) -> str:
 
 def series_text(case: CaseHistory, runs: int | None = None) -> str:
     """The case's values in run order: ``|`` before a change point's first run (none in a
-    flaky case), ``F`` failed, ``.`` a row without a value; with ``runs`` (the history's run
+    flaky case), ``F`` failed, ``.`` a row without a value, ``*`` after a value measured while
+    the device throttled (its ``throttled`` cell); with ``runs`` (the history's run
     count) ``-`` for each run that does not hold the case, so that the values line up with
     the runs table, else those runs are left out."""
     cuts = set() if case.flaky else {c.at for c in case.changes}  # a flaky case's steps are no changes
@@ -483,7 +484,8 @@ def series_text(case: CaseHistory, runs: int | None = None) -> str:
             continue
         if p.run in cuts:
             out.append("|")
-        out.append(_fmt(p.value) if p.value is not None else "F" if p.status == "failed" else ".")
+        out.append(_fmt(p.value) + ("*" if p.was_throttled else "") if p.value is not None
+                   else "F" if p.status == "failed" else ".")
     return " ".join(out)
 
 
@@ -532,7 +534,8 @@ def format_history(h: History, op: str | None, *, show_all: bool = False, like=N
     shown = h.cases if (op or show_all) else [c for c in h.cases if c.changes or c.flaky]
     L += ["", f"series: {len(h.cases)} cases" + ("" if shown is h.cases else
           f", {len(shown)} shown (those with change points or flaky; --all shows every case)")
-          + " ('|' a change point, 'F' failed, '.' no value, '-' not in that run)"]
+          + " ('|' a change point, 'F' failed, '.' no value, '-' not in that run"
+          + (", '*' measured while the device throttled" if any(c.throttled_runs for c in shown) else "") + ")"]
     t = Grid("op", "dtype", "shape", "band>", "values")
     for c in shown:
         t.row(c.op + (f" ({c.variant})" if c.variant else ""), c.dtype, c.shape, f"±{c.band * 100:.2f}%",
