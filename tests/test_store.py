@@ -292,8 +292,8 @@ def throttle_op(run: Path, op: str, cell: str = "sw_power_cap 40%") -> None:
     result["telemetry"] = {"source": "nvml", "samples": 10, "reasons": {"sw_power_cap": 0.4},
                            "max_sm_clock_mhz": 1980, "sm_clock_busy_mhz": {"median": 1980}}
     path.write_text(json.dumps(result))
-    assert build_summary(run).rows and {r[COLUMNS.index("throttled")] for r in build_summary(run).rows
-                                        if r[0] == op} == {cell}
+    rows = build_summary(run).rows
+    assert rows and {r[COLUMNS.index("throttled")] for r in rows if r[0] == op} == {cell}
 
 
 def test_a_version_1_store_is_migrated_in_place_and_keeps_throttled_from_then_on(tmp_path, cli):

@@ -113,14 +113,12 @@ class ChangePoint:
     def evidence(self) -> str:
         ratio = abs(math.log1p(self.step)) / self.band if self.band > 0 else math.inf
         over = "no run before overlaps a run after" if self.separated else "single runs overlap"
-        cell = f" {self.cell}" if self.cell else ""
-        cell += _throttled_text(self.throttled)
         pend = f"; pending: {self.n_after} run after it" if self.pending else ""
         if self.early:
             pend += f"; early: {self.n_before} run before it"
         runs = "run" if self.n_before == 1 else "runs"
         return (f"{self.n_before} {runs} at {self.before:.4g}, {self.n_after} at {self.after:.4g}; {ratio:.1f}x the "
-                f"band ±{self.band * 100:.2f}% ({self.basis}{cell}); {over}{pend}")
+                f"band ±{self.band * 100:.2f}% ({_basis_text(self.basis, self.cell, self.throttled)}); {over}{pend}")
 
 
 @dataclass
@@ -152,7 +150,7 @@ class CaseHistory:
 
     def basis_text(self) -> str:
         """What set the band: its basis, its floors cell and, for a case judged as throttled, in how many runs."""
-        return self.basis + (f" {self.cell}" if self.cell else "") + _throttled_text(self.throttled_runs)
+        return _basis_text(self.basis, self.cell, self.throttled_runs)
 
     def key(self) -> tuple[str, str, str, str]:
         return (self.op, self.variant, self.dtype, self.shape)
@@ -198,9 +196,11 @@ def _calibers(conn, op: str | None, device: str | None) -> list[dict]:
     return sorted(out, key=lambda c: (c["latest"], c["id"]), reverse=True)
 
 
-def _throttled_text(n: int) -> str:
-    """``, throttled in N runs`` where the case was judged as throttled, else nothing."""
-    return f", throttled in {n} run{'' if n == 1 else 's'}" if n else ""
+def _basis_text(basis: str, cell: str | None, throttled: int) -> str:
+    """``BASIS CELL, throttled in N runs``: what set a band, its floors cell (if any) and, where
+    the case was judged as throttled, in how many runs (a case's line and its change points')."""
+    thr = f", throttled in {throttled} run{'' if throttled == 1 else 's'}" if throttled else ""
+    return basis + (f" {cell}" if cell else "") + thr
 
 
 def _pick_caliber(cals: list[dict], want: int | None, op: str | None, device: str | None) -> dict:
