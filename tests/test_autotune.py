@@ -20,6 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent
 FAKE_TRITON = ROOT / "tests" / "fixtures" / "fake_triton"
 FAULTS = ROOT / "tests" / "fixtures" / "suites" / "faults"
 
+from test_batch_faults import faults  # noqa: E402,F401 - the shared fault-suite fixture
+
 
 @pytest.fixture
 def fake_triton(monkeypatch):
@@ -74,6 +76,57 @@ def test_picks_of_the_tuners_an_op_ran(fake_triton, monkeypatch):
     assert autotune.differing(rec, other) == [
         {"kernel": name, "key": "(5,)", "a": "BLOCK: 128, num_warps: 4", "b": "BLOCK: 64, num_warps: 4"}]
     assert autotune.differing(rec, rec) == [] and autotune.differing(None, rec) == []
+
+
+def test_a_copy_of_the_module_imported_afresh_notes_the_tuners_itself(fake_triton, monkeypatch):
+    """A warm worker drops ``opscreen.child.*`` after each op and imports it afresh, while
+    Triton's classes keep the wrapper the first copy put on ``run``: the new copy must patch
+    again (over the original ``run``, never wrapper on wrapper), or it records nothing."""
+    import importlib
+
+    import opscreen.child
+    from opscreen.child import autotune as first
+
+    triton = fake_triton
+    from triton.runtime.autotuner import Autotuner
+
+    @triton.autotune([triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})], key=["n"])
+    def k(n, BLOCK, num_warps):
+        return n
+
+    first.start()
+    k.run(n=1)
+    assert list(first.picks()["kernels"]) == [next(n for n in first.picks()["kernels"] if n.endswith(".k"))]
+    monkeypatch.delitem(sys.modules, "opscreen.child.autotune")  # what the worker's hygiene does
+    monkeypatch.delattr(opscreen.child, "autotune")
+    second = importlib.import_module("opscreen.child.autotune")
+    assert second is not first
+    assert second.start() == 2  # Autotuner and LibTunerLike, patched again by the new copy
+    assert not hasattr(Autotuner.run.__wrapped__, "__wrapped__")
+    k.run(n=2)
+    (name, entry), = second.picks()["kernels"].items()
+    assert name.endswith(".k") and set(entry["picks"]) == {"(1,)", "(2,)"}  # the tuner's cache: both keys
+    assert second.start() == 0 and second.picks()["kernels"] == {}
+
+
+def test_each_op_of_a_warm_worker_records_its_picks(faults):
+    """Two autotuned ops in one worker: the second imports the plugin afresh after the
+    first patched Triton's classes, and records its own picks too (until 2026-12-07 it
+    recorded none: the H100 worker screen of seed 20261210 had 0 of 24 ops with a pick)."""
+    faults.env["PYTHONPATH"] += os.pathsep + str(FAKE_TRITON)
+    out = faults.tmp / "run"
+    res = faults.run(out, "--devices", "0", "--ops", "autotuned,autotuned_b", "--isolation", "worker", "--timeout", "60")
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    pids, kernels = set(), {}
+    for op in ("autotuned", "autotuned_b"):
+        ph = json.loads((out / "ops" / op / "result.json").read_text())["phases"]
+        assert ph["mode"] == "worker", ph
+        pids.add(ph["worker"]["pid"])
+        rec = json.loads((out / "ops" / op / "run_identity.json").read_text())["autotune"]
+        kernels[op] = [k.rsplit(".", 1)[-1] for k in rec["kernels"]]
+    assert len(pids) == 1
+    assert kernels == {"autotuned": ["kernel"], "autotuned_b": ["kernel_b"]}
+    faults.assert_no_leftovers()
 
 
 def test_no_triton_nothing_to_record():

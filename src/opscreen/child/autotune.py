@@ -57,7 +57,7 @@ def _wrap(run):
         _USED[id(self)] = self
         return run(self, *args, **kwargs)
 
-    setattr(run_noting_tuner, _PATCHED_ATTR, True)
+    setattr(run_noting_tuner, _PATCHED_ATTR, _USED)  # the registry it notes into: this module's
     run_noting_tuner.__wrapped__ = run
     run_noting_tuner.__name__ = getattr(run, "__name__", "run")
     return run_noting_tuner
@@ -73,15 +73,25 @@ def start() -> int:
 def patch() -> int:
     """Patch ``run`` of the autotuner classes defined so far that are not patched yet (the
     identity plugin calls it before the op's tests and before each test: a suite may import
-    Triton late); the number patched now."""
+    Triton late); the number patched now. A ``run`` an earlier copy of this module patched is
+    patched again: a warm worker drops ``opscreen.child.*`` after each op and imports it
+    afresh (child/worker.py), while Triton's classes, and the wrappers on them, stay; the old
+    wrapper would note the op's tuners in the old copy's registry, which :func:`picks` of the
+    new copy never reads (until 2026-12-07, a worker's ops after the first to import Triton
+    recorded no pick)."""
     base = _base_class()
     if base is None:
         return 0
     n = 0
     for cls in _subclasses(base):
         run = cls.__dict__.get("run")
-        if run is None or getattr(run, _PATCHED_ATTR, False) or not callable(run):
+        if run is None or not callable(run):
             continue
+        mark = getattr(run, _PATCHED_ATTR, None)
+        if mark is _USED:
+            continue
+        if mark is not None:  # patched by an earlier copy of this module (a warm worker
+            run = run.__wrapped__  # re-imports it for each op): its notes would go to that copy
         try:
             cls.run = _wrap(run)
         except (TypeError, AttributeError):
