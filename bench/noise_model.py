@@ -23,7 +23,8 @@ to the OTHER folds' ops, and ``compare_summaries`` with that table judges the fo
   more and by 1.10 on those under 10 us (what bench/inject.py does to a copy of the record
   logs), the share called slower and the share called ``same`` (a false equivalence); rows
   whose library launched no kernel (basis ``no-kernel``, a view) are not counted; rows measured
-  while a side's device throttled are counted apart (`` throttled``).
+  while a side's device throttled are counted apart (`` throttled``), and so are the rows of
+  an op whose autotune picks differ between A and B (`` pick``: compare calls them ``pick``).
 
 It prints one line per pair kind and the pooled figures; these are the figures of
 bench/results/2026-12-02-h200-noise-model.md and docs/results.md.
@@ -95,13 +96,16 @@ def power(c, out: dict) -> None:
     equivalence: the library did change, by 5 or 10 %, at or past the 5 % margin), by the row's
     history (``rerun``: one chip; ``chip``: the op ran on another chip in B, where a 5 % step
     lies within two chips' own spread) and latency bin, and apart for rows a side measured while
-    its device throttled (``throttled``: judged by their own cells or the conservative default)."""
+    its device throttled (``throttled``: judged by their own cells or the conservative default)
+    and rows of an op whose autotune picks differ between A and B (``pick``: compare names such a
+    row's move ``pick``, never ``slower``, whatever the step: A and B ran different kernels)."""
     for r in c.rows:
         if r.verdict not in MEASURED or not (r.a_timer == "graph" and r.b_timer == "graph") or r.basis == "no-kernel":
             continue  # a graph replay of no kernel (a view) has no kernel time to slow down
         small = min(r.a_torch_ms, r.a_lib_ms) < SMALL_KERNEL_MS
         hist = (r.floors or c.history).split("/", 1)[0]
-        key = f"{hist} " + ("<10us x1.10" if small else ">=10us x1.05") + (" throttled" if r.throttled else "")
+        key = (f"{hist} " + ("<10us x1.10" if small else ">=10us x1.05") + (" throttled" if r.throttled else "")
+               + (" pick" if r.op in c.picks else ""))
         e = out.setdefault(key, {"rows": 0, "slower": 0, "same": 0})
         e["rows"] += 1
         e["slower"] += r.verdict == Verdict.SLOWER
