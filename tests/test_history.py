@@ -5,6 +5,7 @@ bad input. On SQLite and PostgreSQL for the store-reading path, SQLite for the r
 
 from __future__ import annotations
 
+import io
 import json
 import math
 
@@ -290,8 +291,6 @@ def test_plain_output_is_the_rich_tables_line_for_line(tmp_path, monkeypatch):
     """Off a terminal history joins its tables' lines itself (rich takes 1 ms a row: half of
     ``history OP`` on 500 screens); the text is the same as rich's, change points, flaky cases,
     a second caliber and all."""
-    import io
-
     from opscreen.store import history as hist
 
     def flip(i, op, dtype, si):
@@ -317,8 +316,6 @@ def test_plain_output_is_the_rich_tables_line_for_line(tmp_path, monkeypatch):
     ([("5", "tab\there", "x")], False),
 ])
 def test_a_grid_off_a_terminal_is_what_rich_draws(cells, joined):
-    import io
-
     from opscreen.tables import Grid, grid_text, table, to_text
 
     g, t = Grid("#>", "name", "value>"), table("#>", "name", "value>")
@@ -402,8 +399,6 @@ def test_a_case_measured_while_its_device_throttled_is_judged_by_the_throttled_d
     assert h.to_json()["cases"][[x.key() for x in h.cases].index(c.key())]["throttled_runs"] == 1
     values = series_text(c).split()
     assert values[3].endswith("*") and sum(v.endswith("*") for v in values) == 1  # run 3 alone
-    import io
-
     assert "'*' measured while the device throttled" in format_history(h, "abs", like=io.StringIO())
     add = history(tmp_path, runs, rms=0.006, op="add")  # no run of add throttled: nothing said
     assert "throttled" not in format_history(add, "add", like=io.StringIO())

@@ -239,7 +239,29 @@ def test_whose_false_calls_and_the_rates_without_them(draws, capsys, tmp_path):
     assert round(100 * rates["worker"]["called"] / rates["worker"]["rows"], 2) == 1.25
 
 
-def test_the_shipped_h100_table_is_the_fit_of_its_calibrate_screens(tmp_path):
+H100_ARCHIVES = ("2026-12-06-h100-calibrate-runs.tgz", "2026-12-07-h100-worker-aa-runs.tgz")
+
+
+@pytest.fixture(scope="module")
+def h100(tmp_path_factory):
+    """The H100's screens (one folder per draw seed), unpacked once for this module's tests."""
+    root = tmp_path_factory.mktemp("h100")
+    for name in H100_ARCHIVES:
+        with tarfile.open(RESULTS / name) as tf:
+            tf.extractall(root, filter=lambda m, p: None if m.issym() or m.islnk() else tarfile.data_filter(m, p))
+    return root
+
+
+def _named(root: Path, name: str):
+    """The summary of run dir ``root/name``, named ``name`` (as a draw names its runs)."""
+    from opscreen.results.summary import load_or_build
+
+    s = load_or_build(root / name)[0]
+    s.name = name
+    return s
+
+
+def test_the_shipped_h100_table_is_the_fit_of_its_calibrate_screens(h100):
     """The H100 table (assets/data/floors/nvidia-h100-80gb-hbm3.json) is what `opscreen calibrate`
     fits from the screens of bench/results/2026-12-06-h100-calibrate-runs.tgz and the two fresh
     screens of 2026-12-07-h100-worker-aa-runs.tgz (seed 20261210; its worker screen is not fitted:
@@ -247,24 +269,15 @@ def test_the_shipped_h100_table_is_the_fit_of_its_calibrate_screens(tmp_path):
     draw paired within itself; a draw the archive holds but the table does not name (20261209,
     cut short: one screen of 8 ops and 2 of its second) is left for a later session to resume."""
     from opscreen.results import noise
-    from opscreen.results.summary import load_or_build
 
-    for name in ("2026-12-06-h100-calibrate-runs.tgz", "2026-12-07-h100-worker-aa-runs.tgz"):
-        with tarfile.open(RESULTS / name) as tf:
-            tf.extractall(tmp_path, filter=lambda m, p: None if m.issym() or m.islnk() else tarfile.data_filter(m, p))
     shipped = noise.find("NVIDIA H100 80GB HBM3")
     draws = shipped.provenance["draws"]
     assert [d["seed"] for d in draws] == [20261205, 20261206, 20261207, 20261208, 20261210]
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([str(d["seed"]) for d in draws] + ["20261209"])
+    assert sorted(p.name for p in h100.iterdir()) == sorted([str(d["seed"]) for d in draws] + ["20261209"])
     assert draws[-1]["runs"] == ["20261210/op", "20261210/op2"]
     pairs = []
     for d in draws:
-        summaries = []
-        for name in d["runs"]:
-            s = load_or_build(tmp_path / name)[0]
-            s.name = name
-            summaries.append(s)
-        a, b = summaries
+        a, b = (_named(h100, name) for name in d["runs"])
         pairs.append((a, b, noise.history_of(a.caliber.get("isolation"), b.caliber.get("isolation"))))
     fitted = noise.fit(pairs, name="x", match=".*", provenance={})
 
@@ -284,7 +297,7 @@ def test_the_shipped_h100_table_is_the_fit_of_its_calibrate_screens(tmp_path):
             if pairs == ["20261210/op->20261210/op2"]} == {"cross_entropy_loss", "moe_sum"}
 
 
-def test_h100_worker_against_fresh_calls_only_ops_whose_autotune_picks_flip(tmp_path):
+def test_h100_worker_against_fresh_calls_only_ops_whose_autotune_picks_flip(h100):
     """bench/results/2026-12-07-h100-worker-aa.md: the H100's five draws (56 ops), seed 20261210
     with a warm-worker screen beside its two fresh ones, judged out of sample (three folds, seed 1).
     Fresh reruns call 0.26 %; worker against fresh calls 2.7 %, every call on `cross_entropy_loss`
@@ -292,21 +305,11 @@ def test_h100_worker_against_fresh_calls_only_ops_whose_autotune_picks_flip(tmp_
     worker, then, recorded no pick: child/autotune.py), and the injected steps are caught on every
     row of a kernel both sides picked alike; rows of an op whose picks differ are counted apart."""
     nm = load_bench("noise_model")
-    from opscreen.results.summary import load_or_build
-
-    for name in ("2026-12-06-h100-calibrate-runs.tgz", "2026-12-07-h100-worker-aa-runs.tgz"):
-        with tarfile.open(RESULTS / name) as tf:
-            tf.extractall(tmp_path, filter=lambda m, p: None if m.issym() or m.islnk() else tarfile.data_filter(m, p))
     groups = [[f"{s}/op-1", f"{s}/op-2"] for s in (20261205, 20261206, 20261207, 20261208)]
     groups.append(["20261210/op", "20261210/op2", "20261210/wk"])
-    summaries, idx = [], []
-    for g in groups:
-        idx.append([])
-        for name in g:
-            s = load_or_build(tmp_path / name)[0]
-            s.name = name
-            idx[-1].append(len(summaries))
-            summaries.append(s)
+    summaries = [_named(h100, name) for g in groups for name in g]
+    starts = list(itertools.accumulate([0] + [len(g) for g in groups]))
+    idx = [list(range(a, b)) for a, b in zip(starts, starts[1:])]
     res = nm.evaluate(summaries, folds=3, seed=1, draws=idx)
     assert res["ops"] == 56
     rerun, cross = res["rates"]["rerun"], res["rates"]["cross"]
