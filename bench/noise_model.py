@@ -6,6 +6,7 @@ false calls on plain reruns and its power on a known change.
     python bench/noise_model.py A1,A2,A3 B1,B2 ...     (draws: runs are paired within one)
     python bench/noise_model.py ... --by-op 12 [--drop OP,OP]   (whose false calls; the rates without those ops)
     python bench/noise_model.py ... --eq-alpha 0.01   (the equivalence test at the calls' 99 %: the rule before 2026-12-07)
+    python bench/noise_model.py ... --finished   (each screen's unfinished ops left out)
 
 The run dirs screened the same ops with the same settings (fresh processes and/or warm
 workers: bench/device/noise.sh makes them on a GPU, ``opscreen calibrate --backend cpu``
@@ -25,6 +26,11 @@ to the OTHER folds' ops, and ``compare_summaries`` with that table judges the fo
   whose library launched no kernel (basis ``no-kernel``, a view) are not counted; rows measured
   while a side's device throttled are counted apart (`` throttled``), and so are the rows of
   an op whose autotune picks differ between A and B (`` pick``: compare calls them ``pick``).
+
+A screen's unfinished ops (the screen stopped before they ended; a resume runs them again) are
+judged on the rows they recorded, as ``compare`` judges them; ``--finished`` leaves them out of
+that screen and says so. Use it on screens made before 2026-12-07, when an op cut short
+recorded no autotune pick (its rows of a flipped config were then called, not ``pick``).
 
 It prints one line per pair kind and the pooled figures; these are the figures of
 bench/results/2026-12-02-h200-noise-model.md and docs/results.md.
@@ -47,7 +53,7 @@ from opscreen.commands.calibrate import draw_groups  # noqa: E402
 from opscreen.errors import UsageError  # noqa: E402
 from opscreen.results import noise  # noqa: E402
 from opscreen.results.compare import SMALL_KERNEL_MS, Verdict, compare_summaries  # noqa: E402
-from opscreen.results.summary import COL, load_or_build  # noqa: E402
+from opscreen.results.summary import COL, UNFINISHED, load_or_build  # noqa: E402
 
 MEASURED = {Verdict.FASTER, Verdict.SLOWER, Verdict.SAME, Verdict.UNRESOLVED, Verdict.PICK}
 INJECT = ((SMALL_KERNEL_MS, 1.10), (math.inf, 1.05))  # (below this latency, ms: factor)
@@ -153,6 +159,9 @@ def main(argv=None) -> int:
                     help="also print the N ops with the most rows called, by history (false calls: whose are they?)")
     ap.add_argument("--drop", default="", metavar="OP,OP",
                     help="leave these ops out of every run, fitting and judging alike (what would the rates be without them?)")
+    ap.add_argument("--finished", action="store_true",
+                    help="leave out each screen's unfinished ops (a screen stopped before they ended: their rows "
+                         "are judged, as compare does, unless this is given)")
     a = ap.parse_args(argv)
     try:  # RUN,RUN,... is one draw, as for opscreen calibrate
         groups = [[str(p) for p in g] for g in draw_groups(a.runs)]
@@ -164,8 +173,11 @@ def main(argv=None) -> int:
     summaries = []
     for r in paths:
         s = load_or_build(r)[0]
-        if a.drop:
-            s = restrict(s, {o.op for o in s.ops} - set(a.drop.split(",")))
+        stopped = sorted(o.op for o in s.ops if o.status in UNFINISHED) if a.finished else []
+        if stopped:
+            print(f"{r}: left out its {len(stopped)} unfinished op(s), {', '.join(stopped)}")
+        if a.drop or stopped:
+            s = restrict(s, {o.op for o in s.ops} - set(a.drop.split(",")) - set(stopped))
         if len(groups) > 1:
             s.name = r  # a draw's "op" is not another draw's "op"
         summaries.append(s)

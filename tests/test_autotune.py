@@ -130,6 +130,38 @@ def test_each_op_of_a_warm_worker_records_its_picks(faults):
     faults.assert_no_leftovers()
 
 
+def test_an_op_cut_short_keeps_the_picks_of_the_rows_it_recorded(faults):
+    """An op killed by its timeout after its first test measured: the identity holds that
+    test's picks (written after each test whose picks changed, not only at the session's end),
+    so two such runs that picked differently compare as ``pick`` on the rows both recorded.
+    Until 2026-12-07 such an op's identity held no pick and ``compare`` called the rows of a
+    flipped config slower or faster (an H100 screen cut by its call's time limit)."""
+    faults.env["PYTHONPATH"] += os.pathsep + str(FAKE_TRITON)
+    runs = {}
+    for name, pick in (("a", "0"), ("b", "1")):
+        out = faults.tmp / name
+        res = faults.run(out, "--devices", "0", "--ops", "autotuned_hang", "--timeout", "6",
+                         env={"FAKE_TRITON_PICK": pick})
+        assert res.returncode != 0, res.stdout[-2000:]
+        op_dir = out / "ops" / "autotuned_hang"
+        assert json.loads((op_dir / "result.json").read_text())["status"] == "timeout"
+        ident = json.loads((op_dir / "run_identity.json").read_text())
+        assert ident["outcome"] == "timeout"
+        (kernel, entry), = ident["autotune"]["kernels"].items()
+        assert kernel.endswith("test_autotuned.kernel_c")
+        runs[name] = (out, set(entry["picks"].values()))
+    assert runs["a"][1] == {"BLOCK: 16, num_warps: 4"} and runs["b"][1] == {"BLOCK: 512, num_warps: 4"}
+    table = faults.tmp / "cmp.csv"
+    res = subprocess.run([sys.executable, "-m", "opscreen", "compare", str(runs["a"][0]), str(runs["b"][0]),
+                          "--out", str(table)], env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+                         capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert res.returncode == 0, res.stdout + res.stderr
+    with open(table, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["verdict"] for r in rows] == ["pick", "pick"], res.stdout  # B's library 32x slower: never "slower"
+    faults.assert_no_leftovers()
+
+
 def test_no_triton_nothing_to_record():
     from opscreen.child import autotune
 
