@@ -330,7 +330,7 @@ def test_h100_workers_that_record_their_picks_against_fresh_processes(h100, caps
     judged out of sample (three folds, seed 1) and op3's unfinished ops left out (``--finished``:
     its cut op, `cross_entropy_loss`, recorded no pick before 2026-12-07). Worker against fresh
     calls 0.50 %, within issue 31's 0.5 points of the fresh reruns' 0.26 %, every call
-    `normal_tensor_float`'s (a worker's smallest case 1.5-6x a fresh process's); the flips of
+    `normal_tensor_float`'s (its smallest case up to 7x slower in that host's workers); the flips of
     `cross_entropy_loss` and `moe_sum` are named pick, no longer called; but a quarter of the
     worker-against-fresh rows stay unresolved, against 1.7 % of the fresh reruns'."""
     nm = load_bench("noise_model")
