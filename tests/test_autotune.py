@@ -131,8 +131,9 @@ def test_each_op_of_a_warm_worker_records_its_picks(faults):
 
 
 def test_an_op_cut_short_keeps_the_picks_of_the_rows_it_recorded(faults):
-    """An op killed by its timeout after its first test measured: the identity holds that
-    test's picks (written after each test whose picks changed, not only at the session's end),
+    """An op killed by its timeout in the middle of a test, after two cases were measured
+    through the timing plugin and logged: the identity holds their picks (written after each
+    measured case whose picks changed, not only at the session's end, nor only after a test),
     so two such runs that picked differently compare as ``pick`` on the rows both recorded.
     Until 2026-12-07 such an op's identity held no pick and ``compare`` called the rows of a
     flipped config slower or faster (an H100 screen cut by its call's time limit)."""

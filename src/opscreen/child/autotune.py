@@ -12,7 +12,8 @@ different configs. This module records them, at no cost inside the measured call
   (FlagGems' ``LibTuner`` and its policies) with a wrapper that notes which tuner ran;
   a note is one set insertion per call, and graph replays make none. It also forgets
   what the process's earlier ops used (a warm worker's tuners outlive an op).
-* :func:`picks` (the identity plugin, at session finish) reads, for each tuner this op
+* :func:`picks` (the identity plugin, at session finish, and at each :func:`checkpoint` where
+  the op ran a tuner: after each measured case and each test) reads, for each tuner this op
   ran, its winners: every ``key -> config`` of a dict cache (Triton's own), else the
   last config it chose (``LibTuner`` keeps its winners in a database that later
   processes share, so its picks do not flip between processes of one setup).
@@ -29,6 +30,7 @@ import sys
 AUTOTUNER_MODULE = "triton.runtime.autotuner"
 _USED: dict[int, object] = {}  # id(tuner) -> tuner, for the tuners the op ran
 _PATCHED_ATTR = "__opscreen_autotune_wrapped__"
+_SAVE: list = []  # the identity plugin's writer of the record (on_change), called by checkpoint()
 MAX_KEYS = 64  # winners per kernel kept in the record (a kernel tuned for many shapes)
 
 
@@ -98,6 +100,24 @@ def patch() -> int:
             continue
         n += 1
     return n
+
+
+def on_change(save) -> None:
+    """Register ``save()`` (the identity plugin's, at its session start), which writes the
+    record when it changed; :func:`checkpoint` calls it."""
+    _SAVE[:] = [save]
+
+
+def checkpoint() -> None:
+    """After each measured case (the timing plugin) and each test (the identity plugin): have
+    the record written if the op ran a tuner. A suite logs a case's row as soon as it is
+    measured (FlagGems: one record line per dtype), so an op killed halfway through a test
+    still has the picks of every row it logged."""
+    if _USED and _SAVE:
+        try:
+            _SAVE[0]()
+        except Exception:  # a record not saved now is saved at the session's end; never fail a case for it
+            pass
 
 
 def kernel_name(tuner) -> str:

@@ -72,6 +72,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import pytest
 
+from . import autotune as _autotune
 from . import config as _config
 from . import estimator as _estimator
 from . import fatal as _errors
@@ -698,6 +699,7 @@ class TimingState:
                 state.local.depth -= 1
                 _timed.add_timer_time("timer_s", time.perf_counter() - began)
                 _inputs.reseed()  # the next case's inputs, whatever the timer's calls drew
+                _autotune.checkpoint()  # the case's picks on disk before the suite logs its row
             state.counts[result.timer] += 1
             if result.fallback:
                 state.fallbacks.append({**result.fallback, "timer": result.timer})
