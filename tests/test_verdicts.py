@@ -227,6 +227,44 @@ def test_a_library_that_launched_no_kernel_is_same_not_slower():
     assert (r.verdict, r.basis) == (Verdict.SAME, "no-kernel")
 
 
+def test_a_row_whose_own_samples_spread_past_max_noise_is_never_called():
+    """H100, a warm worker on a disturbed host (normal_tensor_float 64x64): the library read
+    3.0 us in one process and 20.9 us in the other at an rsd of 41 %. Its samples band (2 x the
+    combined noise) does not hold a 7x step, but a reading that noisy was disturbed: unresolved,
+    basis noisy, and neither the gate nor the counts take it for a regression."""
+    quiet = dict(torch_ms=0.003, lib_ms=0.003)
+    r, c = _one(quiet, dict(torch_ms=0.003, lib_ms=0.0209, lib_noise_pct=41.0))
+    assert (r.verdict, r.basis, r.side) == (Verdict.UNRESOLVED, "noisy", "lib")
+    text = format_comparison(c)
+    assert "noisy: 1 rows moved past their band" in text and "spread past 10%" in text
+    assert c.failing(5, "ignore") == [] and c.failing(5, "fail") == [r]
+    # just under the limit: called as before; a wider limit lets the noisy row be called
+    assert _one(quiet, dict(torch_ms=0.003, lib_ms=0.0209, lib_noise_pct=9.9))[0].verdict == Verdict.SLOWER
+    assert _one(quiet, dict(torch_ms=0.003, lib_ms=0.0209, lib_noise_pct=41.0), max_noise=0.5)[0].verdict == Verdict.SLOWER
+    # a noisy torch side does not stop the library's own move from being called (the library is judged alone)
+    r, _ = _one(quiet, dict(torch_ms=0.003, lib_ms=0.0209, torch_noise_pct=30.0))
+    assert (r.verdict, r.side) == (Verdict.SLOWER, "lib")
+    # nor a pick: the noisy row is unresolved, not pick
+    at = lambda cfg: {"source": "triton.runtime.autotuner",  # noqa: E731
+                      "kernels": {"lib.k": {"picks": {"(64,)": cfg}, "from": "cache", "configs": 2}}}
+    a = _summary([_row(**quiet)], name="A", autotune={"op": at("BLOCK: 64")})
+    b = _summary([_row(torch_ms=0.003, lib_ms=0.0209, lib_noise_pct=41.0)], name="B", autotune={"op": at("BLOCK: 128")})
+    assert compare_summaries(a, b, table=_table()).rows[0].basis == "noisy"
+    # a quiet row that stayed put is still same, whatever the limit
+    assert _one(quiet, quiet, max_noise=0.0)[0].verdict == Verdict.SAME
+
+
+def test_fit_leaves_out_noisy_rows_and_counts_them():
+    steady = [_row(op=f"op{k}", shape=f"[{i}]", torch_ms=0.005, lib_ms=0.005) for k in range(3) for i in range(4)]
+    a = _summary(steady + [_row(op="loud", shape=f"[{i}]", torch_ms=0.003, lib_ms=0.003) for i in range(4)], name="A")
+    b = _summary(steady + [_row(op="loud", shape=f"[{i}]", torch_ms=0.003, lib_ms=0.003 * (1 + i), lib_noise_pct=20.0)
+                           for i in range(4)], name="B")
+    t = noise.fit([(a, b, "rerun")], name="fit", match=".*", provenance={})
+    (cell,) = t.cells
+    assert (cell.ops, cell.rows, cell.rms_lib) == (3, 12, 0.0)
+    assert t.provenance == {"noisy_rows_left_out": {"loud": 4}}
+
+
 def test_fit_leaves_out_readings_of_no_kernel():
     steady = [_row(op=f"op{k}", shape=f"[{i}]", torch_ms=0.005, lib_ms=0.005) for k in range(3) for i in range(4)]
     a = _summary(steady + [_row(op="view", shape=f"[{i}]", torch_ms=8.5e-6, lib_ms=8.4e-6) for i in range(4)], name="A")

@@ -8,6 +8,7 @@ from pathlib import Path
 from ..results import noise
 from ..results.compare import (
     DEFAULT_ALPHA,
+    DEFAULT_MAX_NOISE,
     DEFAULT_MIN_CHANGE,
     DEFAULT_THRESHOLD,
     MUST_MATCH,
@@ -31,7 +32,7 @@ DESCRIPTION = (
     "each); suite_commit, device_name, backend and vendor may differ and are printed as the axis. "
     "Each row gets a verdict: faster/slower when its change is beyond its band (the widest of its samples' "
     "noise, the device's floors table of noise between processes, and with --repeats a test over processes) "
-    "and beyond --min-change; pick when so but the op's autotuners chose different configs in A and B; same "
+    "and beyond --min-change, unless a run's own samples of the row spread past --max-noise (then unresolved, basis noisy); pick when so but the op's autotuners chose different configs in A and B; same "
     "when the change's 90 % interval (change +- its band at alpha 0.1) lies within +- the --margin, or when "
     "the library launched no kernel in either run (a view); unresolved otherwise. Writes compare.csv; exit status 1 "
     "when --fail-on is given and a row regressed by at least that much or broke (and, with --unresolved "
@@ -71,6 +72,9 @@ def add_arguments(p) -> None:
     p.add_argument("--margin", "--max-band", dest="max_band", default=f"{DEFAULT_MAX_BAND * 100:g}", metavar="PCT",
                    help="the equivalence margin: a row is 'same' only when its change's 90 %% interval lies within ±PCT "
                         f"(default {DEFAULT_MAX_BAND * 100:g}; --max-band is its older name)")
+    p.add_argument("--max-noise", default=f"{DEFAULT_MAX_NOISE * 100:g}", metavar="PCT",
+                   help="a row whose own samples spread past PCT (rsd) in A or B is never called faster, slower or "
+                        f"pick: it is unresolved, basis noisy (default {DEFAULT_MAX_NOISE * 100:g})")
     p.add_argument("--fail-on", metavar="PCT",
                    help="exit 1 when a row is slower by at least PCT beyond its band, or broke (with --unresolved "
                         "fail, also when a row is unresolved or pick)")
@@ -105,6 +109,7 @@ def run(args) -> int:
     min_change = _pct(args.min_change) / 100.0
     fail_on = _pct(args.fail_on) if args.fail_on is not None else None
     max_band = _pct(args.max_band) / 100.0
+    max_noise = _pct(args.max_noise) / 100.0
     floors = aa_floors(args.aa) if args.aa else None  # a bad file is refused before any summary is made
     if args.alpha not in (0.1, 0.05, 0.01, 0.001):
         noise.t_critical(1, args.alpha)  # one line: the values it takes
@@ -131,7 +136,8 @@ def run(args) -> int:
         if built:
             write_summary(s)
     c = compare_summaries(a, b, metric=args.metric, k=args.noise_k, threshold=threshold, min_change=min_change, check=chk,
-                          floors=floors, max_band=max_band, table=table, alpha=args.alpha)
+                          floors=floors, max_band=max_band, table=table, alpha=args.alpha,
+                          max_noise=max_noise)
     out = Path(args.out) if args.out else (b.path or Path(args.b)) / "compare.csv"
     c.write_csv(out)
     print(format_comparison(c, top=args.top))

@@ -40,6 +40,9 @@ docs/results.md has the rule with a row checked by hand):
 - "moved" is ``|d| > band`` and ``|d| >= min_change`` (:data:`DEFAULT_MIN_CHANGE`, the
   minimum practical change); a moved row of an op whose autotune picks differ between A
   and B is ``pick``, not faster/slower;
+- a row that would be called faster, slower or pick while its judged side's own samples spread
+  past ``max_noise`` in A or B (:data:`opscreen.results.noise.NOISY`, 10 %, ``--max-noise``) is
+  ``unresolved``, basis ``noisy``: that reading was disturbed, and its median says little;
 - a row whose library both runs read as a graph replay of no kernel (under
   :data:`opscreen.results.summary.NO_KERNEL_MS` a call: a view) is ``same``, basis ``no-kernel``;
 - ``--fail-on`` fails on ``slower`` rows past its percent and ``broken`` rows, and on
@@ -73,6 +76,7 @@ __all__ = [
     "DEFAULT_THRESHOLD",
     "DEFAULT_MIN_CHANGE",
     "DEFAULT_MAX_BAND",
+    "DEFAULT_MAX_NOISE",
     "UNRESOLVED_POLICIES",
     "Verdict",
     "CaliberCheck",
@@ -100,6 +104,7 @@ DEFAULT_MIN_CHANGE = 0.01
 #: lies within ± this (``--margin``; ``--max-band`` is its older name)
 DEFAULT_MARGIN = DEFAULT_MAX_BAND
 DEFAULT_ALPHA = _noise.DEFAULT_ALPHA
+DEFAULT_MAX_NOISE = _noise.NOISY
 # the sample-range estimator's divisor d2(N): E[range of N normal values] / sigma (SPC tables)
 _D2 = {2: 1.128, 3: 1.693, 4: 2.059, 5: 2.326, 6: 2.534, 7: 2.704, 8: 2.847, 9: 2.970, 10: 3.078}
 #: A graph row whose faster side (in A) is under this is a small kernel: two processes of
@@ -302,6 +307,7 @@ class Comparison:
     picks: dict[str, list[dict]] = field(default_factory=dict)  # op -> winners A and B chose differently
     history: str = "rerun"
     use_floors: bool = True  # False: --no-floors (no floors band at all)
+    max_noise: float = DEFAULT_MAX_NOISE  # a row noisier than this in A or B is never called (basis noisy)
 
     @property
     def margin(self) -> float:
@@ -603,6 +609,12 @@ def _judge_sides(cr: CompareRow, ra: list, rb: list, lr: float, ctx: dict) -> No
         cr.verdict = _verdict(-dl, bl, ctx["min_change"], ctx["margin"], cr.op in ctx["picks"], cr.band_same)
 
 
+def _too_noisy(ra: list, rb: list, side: str | None, limit: float) -> bool:
+    """Whether the judged side (``lib``, ``torch``; the speedup: both) spread past ``limit`` in A or B."""
+    sides = ("lib", "torch") if side == "speedup" else (side or "lib",)
+    return _noise.noisy(ra, sides, limit) or _noise.noisy(rb, sides, limit)
+
+
 def _lib_idle(ra: list, rb: list) -> bool:
     """Both runs read the library as a graph replay that timed no kernel (a view such as
     ``expand_``: 8-19 ns a call, the replay's own overhead; :data:`opscreen.results.summary.NO_KERNEL_MS`).
@@ -640,7 +652,9 @@ def _join_measured(cr: CompareRow, ra: list, rb: list, vi: int, metric: str, ctx
             cr.side, cr.judged = ("lib" if metric == "lib_ms" else "speedup"), cr.change
             cr.band_same = _band("speedup", cr, ra, rb, metric, ctx, ctx["eq_alpha"])[0]
             cr.verdict = _verdict(lr, cr.band, ctx["min_change"], ctx["margin"], cr.op in ctx["picks"], cr.band_same)
-        if cr.verdict == Verdict.PICK:
+        if cr.verdict in (Verdict.FASTER, Verdict.SLOWER, Verdict.PICK) and _too_noisy(ra, rb, cr.side, ctx["max_noise"]):
+            cr.verdict, cr.basis = Verdict.UNRESOLVED, "noisy"
+        elif cr.verdict == Verdict.PICK:
             cr.basis = "pick"
     elif a_ok:
         cr.verdict = Verdict.BROKEN
@@ -665,6 +679,7 @@ def compare_summaries(
     table: "_noise.FloorsTable | None | bool" = True,
     alpha: float = DEFAULT_ALPHA,
     eq_alpha: float = _noise.EQ_ALPHA,
+    max_noise: float = DEFAULT_MAX_NOISE,
 ) -> Comparison:
     """Join two summaries row by row (the caliber check is the caller's to act on).
     ``table``: the floors table (True: the one :func:`opscreen.results.noise.find` finds for
@@ -685,7 +700,7 @@ def compare_summaries(
     picks = _noise.op_picks(a, b)
     history = _noise.history_of((a.caliber or {}).get("isolation"), (b.caliber or {}).get("isolation"))
     ctx = {"k": k, "threshold": threshold, "floors": floors, "table": table, "history": history, "alpha": alpha, "eq_alpha": eq_alpha,
-           "min_change": min_change, "margin": max_band, "picks": picks}
+           "min_change": min_change, "margin": max_band, "picks": picks, "max_noise": max_noise}
     ctx["use_floors"] = use_floors
     ctx["uuids"] = (_noise.device_uuids(a), _noise.device_uuids(b))
     da, db = device_of(a), device_of(b)
@@ -723,7 +738,7 @@ def compare_summaries(
         out.append(cr)
     return Comparison(a=a, b=b, check=chk, rows=out, metric=metric, k=k, threshold=threshold, min_change=min_change,
                       floors=dict(floors or {}), max_band=max_band, table=table if use_floors else None, alpha=alpha, eq_alpha=eq_alpha,
-                      picks=picks, history=history, use_floors=use_floors)
+                      picks=picks, history=history, use_floors=use_floors, max_noise=max_noise)
 
 
 # ---------------------------------------------------------------- text report
@@ -894,7 +909,9 @@ def _verdict_lines(c: Comparison) -> list:
         + (f", aa (the A/A drift of {len(c.floors)} ops, --aa)" if c.floors else "")
         + f"; faster/slower when |d| > band and |d| >= {c.min_change * 100:g}% (pick when the op's autotune picks "
         f"differ); same when |d| + band' <= {c.margin * 100:g}% (--margin; band' the same band at alpha {c.eq_alpha:g}: "
-        f"the change's {100 * (1 - c.eq_alpha):g}% interval inside the margin, two one-sided tests); else unresolved"
+        f"the change's {100 * (1 - c.eq_alpha):g}% interval inside the margin, two one-sided tests); else unresolved; "
+        f"never faster/slower/pick when a run's own samples of the judged side spread past {c.max_noise * 100:g}% "
+        "(noisy, --max-noise)"
     )
     basis = {}
     for r in c.rows:
@@ -903,6 +920,13 @@ def _verdict_lines(c: Comparison) -> list:
     if basis:
         L.append("bands set by: " + ", ".join(f"{k} {v}" for k, v in sorted(basis.items(), key=lambda kv: -kv[1])))
     L += _throttled_lines(c)
+    noisy = sorted({r.op for r in c.rows if r.basis == "noisy"})
+    if noisy:
+        n = sum(1 for r in c.rows if r.basis == "noisy")
+        L.append(f"noisy: {n} rows moved past their band, but a run's own samples of them spread past "
+                 f"{c.max_noise * 100:g}% (rsd; a graph replay's is about 0.05%): the reading was disturbed, so they "
+                 f"are unresolved, not called; rerun those ops on an idle device ({', '.join(noisy[:6])}"
+                 + (f" and {len(noisy) - 6} more" if len(noisy) > 6 else "") + ")")
     small, called = c.small_kernel_calls()
     if small:
         L.append(f"small kernels: {small} of the {called} rows called faster or slower are graph rows under "

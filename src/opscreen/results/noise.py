@@ -75,7 +75,7 @@ from .summary import COL, no_kernel
 
 __all__ = [
     "FLOORS", "BIN_EDGES_MS", "DEFAULT_ALPHA", "EQ_ALPHA", "HISTORIES", "FALLBACK", "Cell", "FloorsTable", "t_critical", "timer_group",
-    "history_of", "row_history", "device_uuids", "fit", "judging", "throttled_side", "op_picks", "load", "find", "conservative", "floors_dirs", "write",
+    "history_of", "row_history", "device_uuids", "fit", "NOISY", "noisy", "judging", "throttled_side", "op_picks", "load", "find", "conservative", "floors_dirs", "write",
 ]
 
 FLOORS = contracts.FLOORS
@@ -90,6 +90,16 @@ HISTORIES = ("rerun", "worker", "chip", "cross")
 #: cells for chip rows (made on one GPU), its cross cells for worker rows (floors 1, which pooled
 #: worker reruns into rerun: the cross cells are the only ones that saw a worker's spread)
 FALLBACK = {"chip": "rerun", "worker": "cross"}
+#: A row whose own samples spread past this in either run (the library's or torch's rsd, a
+#: fraction) is *noisy*: its reading was disturbed while it measured, so its median says little
+#: about the kernel. ``compare`` calls no such row faster, slower or pick (``unresolved``, basis
+#: ``noisy``), and :func:`fit` leaves such rows out of a table, so that one disturbed op does not
+#: widen its cell for every other op. A graph replay's rsd is about 0.05 %; no row of the H200's
+#: 20 fitted screens passed 7.6 %, nor one of the first H100 host's 4.0 %, but one H100 host's
+#: warm workers read 1-1.3 us kernels at 5-49 % (normal_tensor_float's medians 3.3-20.9 us where
+#: every other process read 3.0 us: bench/results/2026-12-07-h100-worker-picks.md). nvbench's
+#: compare prints each result's noise beside its verdict for the same reason.
+NOISY = 0.10
 
 # Two-sided critical values of Student's t, t(nu, 1 - alpha/2), for alpha 0.10, 0.05, 0.01,
 # 0.001 (any statistics table, e.g. NIST/SEMATECH e-Handbook 1.3.6.7.2); between the listed
@@ -306,6 +316,12 @@ def _op_weighted_quantile(by_op: dict[str, list[float]], q: float) -> float:
     return pts[-1][0]
 
 
+def noisy(r: list, sides: Iterable[str] = ("lib", "torch"), limit: float = NOISY) -> bool:
+    """Whether summary row ``r``'s own samples spread past ``limit`` on one of ``sides`` (:data:`NOISY`)."""
+    return any(isinstance(v, (int, float)) and v / 100.0 > limit
+               for v in (r[COL[f"{side}_noise_pct"]] for side in sides))
+
+
 def fit(pairs: Iterable[tuple[Any, Any, str]], *, name: str, match: str, provenance: dict,
         alpha: float = DEFAULT_ALPHA) -> FloorsTable:
     """A table from pairs of summaries ``(A, B, history)`` of the same ops: every row
@@ -313,10 +329,12 @@ def fit(pairs: Iterable[tuple[Any, Any, str]], *, name: str, match: str, provena
     the rows of an op whose recorded autotune picks differ between A and B (:func:`op_picks`):
     ``compare`` names their moves ``pick``, so their spread is not the noise the other ops'
     bands must cover. The ops so left out are named in the provenance (``pick_ops_left_out``:
-    op -> the pairs, ``A->B``, where its picks differed)."""
+    op -> the pairs, ``A->B``, where its picks differed). Rows noisy in A or B (:func:`noisy`)
+    are left out too, and counted per op (``noisy_rows_left_out``): compare calls none of them."""
     acc: dict[tuple, dict] = {}
     n_pairs: dict[tuple, set] = {}
     left_out: dict[str, list[str]] = {}
+    noisy_out: dict[str, int] = {}
     for k, (a, b, pair_history) in enumerate(pairs):
         rows_a = {_key(r): r for r in a.rows if _usable(r)}
         ua, ub = device_uuids(a), device_uuids(b)
@@ -326,6 +344,9 @@ def fit(pairs: Iterable[tuple[Any, Any, str]], *, name: str, match: str, provena
         for rb in b.rows:
             ra = rows_a.get(_key(rb))
             if ra is None or not _usable(rb) or rb[COL["op"]] in picked:
+                continue
+            if noisy(ra) or noisy(rb):
+                noisy_out[rb[COL["op"]]] = noisy_out.get(rb[COL["op"]], 0) + 1
                 continue
             ga = timer_group(ra[COL["torch_timer"]], ra[COL["lib_timer"]])
             group = ga if ga == timer_group(rb[COL["torch_timer"]], rb[COL["lib_timer"]]) else "mixed"
@@ -359,6 +380,8 @@ def fit(pairs: Iterable[tuple[Any, Any, str]], *, name: str, match: str, provena
         ))
     if left_out:
         provenance = {**provenance, "pick_ops_left_out": left_out}
+    if noisy_out:
+        provenance = {**provenance, "noisy_rows_left_out": dict(sorted(noisy_out.items()))}
     return FloorsTable(name=name, match=match, cells=cells, provenance=provenance)
 
 
