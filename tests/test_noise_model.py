@@ -329,10 +329,11 @@ def test_h100_workers_that_record_their_picks_against_fresh_processes(h100, caps
     second H100, each op recording its autotune picks; with the first chip's op and op2 one draw,
     judged out of sample (three folds, seed 1) and op3's unfinished ops left out (``--finished``:
     its cut op, `cross_entropy_loss`, recorded no pick before 2026-12-07). Worker against fresh
-    calls 0.50 %, within issue 31's 0.5 points of the fresh reruns' 0.26 %, every call
-    `normal_tensor_float`'s (its smallest case up to 7x slower in that host's workers); the flips of
-    `cross_entropy_loss` and `moe_sum` are named pick, no longer called; but a quarter of the
-    worker-against-fresh rows stay unresolved, against 1.7 % of the fresh reruns'."""
+    no row (bench/results/2026-12-07-noisy-rows.md), against the fresh reruns' 0.26 %: the flips of
+    `cross_entropy_loss` and `moe_sum` are named pick, and `normal_tensor_float`'s smallest case,
+    up to 7x slower in that host's workers at a replay noise of 20-41 %, is unresolved, basis noisy
+    (until 2026-12-07 its 8 rows were called, 0.50 %, and its noise widened every worker and cross
+    cell under 10 us: a quarter of the worker-against-fresh rows stayed unresolved, now 11.5 %)."""
     nm = load_bench("noise_model")
     args = [f"{h100}/{s}/op-1,{h100}/{s}/op-2" for s in (20261205, 20261206, 20261207, 20261208)]
     args.append(",".join(f"{h100}/20261210/{m}" for m in ("op", "op2", "wk2", "wk3", "op3")))
@@ -343,10 +344,11 @@ def test_h100_workers_that_record_their_picks_against_fresh_processes(h100, caps
     res = json.loads((tmp_path / "f.json").read_text())
     rerun, cross = res["rates"]["rerun"], res["rates"]["cross"]
     assert (rerun["rows"], rerun["called"]) == (783, 2) and rerun["unresolved"] / rerun["rows"] < 0.02
-    assert (cross["rows"], cross["called"], cross["pick"]) == (1606, 8, 14)
-    assert 100 * (cross["called"] / cross["rows"] - rerun["called"] / rerun["rows"]) <= 0.5
-    assert cross["unresolved"] / cross["rows"] > 0.2
-    assert {k for k in res["called_by_op"] if k.startswith("cross ")} == {"cross normal_tensor_float"}
+    assert (cross["rows"], cross["called"], cross["pick"]) == (1606, 0, 47)  # narrower cells: more flips beyond them
+    assert 0.10 < cross["unresolved"] / cross["rows"] < 0.12
+    assert not {k for k in res["called_by_op"] if k.startswith("cross ")}
+    worker_small = res["power"]["worker <10us x1.10"]
+    assert worker_small["rows"] == 63 and worker_small["slower"] == 53  # 84 % (30 % before the noisy rule)
     # without --finished, op3's cut cross_entropy_loss (no pick recorded) is judged as compare judges it
     assert nm.main(args + ["--folds", "3", "--seed", "1", "--json", str(tmp_path / "all.json")]) == 0
     assert "unfinished" not in capsys.readouterr().out
