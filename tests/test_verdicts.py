@@ -250,6 +250,10 @@ def test_a_row_whose_own_samples_spread_past_max_noise_is_never_called():
     a = _summary([_row(**quiet)], name="A", autotune={"op": at("BLOCK: 64")})
     b = _summary([_row(torch_ms=0.003, lib_ms=0.0209, lib_noise_pct=41.0)], name="B", autotune={"op": at("BLOCK: 128")})
     assert compare_summaries(a, b, table=_table()).rows[0].basis == "noisy"
+    # a host timer's samples (a shared CPU: 10-100 %) are not a disturbance: its samples band decides
+    host = dict(torch_timer="wallclock", lib_timer="wallclock", torch_noise_pct=12.0, lib_noise_pct=12.0)
+    r, _ = _one({**quiet, **host}, {**host, "torch_ms": 0.003, "lib_ms": 0.0209})
+    assert r.verdict == Verdict.SLOWER and r.basis != "noisy"
     # a quiet row that stayed put is still same, whatever the limit
     assert _one(quiet, quiet, max_noise=0.0)[0].verdict == Verdict.SAME
 
