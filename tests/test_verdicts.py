@@ -267,6 +267,7 @@ def test_fit_leaves_out_noisy_rows_and_counts_them():
     (cell,) = t.cells
     assert (cell.ops, cell.rows, cell.rms_lib) == (3, 12, 0.0)
     assert t.provenance == {"noisy_rows_left_out": {"loud": 4}}
+    assert "left out: 4 noisy row(s) of 1 op(s), their own samples past 10% (loud)" in "\n".join(noise.format_table(t))
 
 
 def test_fit_leaves_out_readings_of_no_kernel():

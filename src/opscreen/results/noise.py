@@ -323,10 +323,12 @@ def _op_weighted_quantile(by_op: dict[str, list[float]], q: float) -> float:
 
 def noisy(r: list, sides: Iterable[str] = ("lib", "torch"), limit: float = NOISY) -> bool:
     """Whether summary row ``r``'s own samples spread past ``limit`` on one of ``sides`` that a
-    device timer measured (:data:`NOISY_TIMERS`)."""
+    device timer measured (:data:`NOISY_TIMERS`) as a kernel's (a replay of no kernel, a view,
+    reads its own overhead, 8-19 ns at 38-185 %: ``no_kernel``)."""
     for side in sides:
-        v = r[COL[f"{side}_noise_pct"]]
-        if isinstance(v, (int, float)) and v / 100.0 > limit and timer_method(r[COL[f"{side}_timer"]]) in NOISY_TIMERS:
+        v, timer = r[COL[f"{side}_noise_pct"]], r[COL[f"{side}_timer"]]
+        if (isinstance(v, (int, float)) and v / 100.0 > limit and timer_method(timer) in NOISY_TIMERS
+                and not no_kernel(r[COL[f"{side}_ms"]], timer)):  # a replay of no kernel is its own overhead's noise
             return True
     return False
 
@@ -535,4 +537,12 @@ def format_table(table: FloorsTable) -> list[str]:
     if thin:
         lines.append(f"  throttled cells of fewer than {CONSERVATIVE_OPS} ops ({', '.join(c.label() for c in thin)}): compare judges "
                      "those rows by the conservative default; calibrate more ops that throttle (--extends) to measure them")
+    picked, loud = (table.provenance or {}).get("pick_ops_left_out"), (table.provenance or {}).get("noisy_rows_left_out")
+    if picked:
+        lines.append(f"  left out: the rows of {len(picked)} op(s) whose autotune picks differed in a pair "
+                     f"({', '.join(sorted(picked)[:6])}{' ...' if len(picked) > 6 else ''}): compare names their moves pick")
+    if loud:
+        lines.append(f"  left out: {sum(loud.values())} noisy row(s) of {len(loud)} op(s), their own samples past "
+                     f"{NOISY * 100:g}% ({', '.join(sorted(loud)[:6])}{' ...' if len(loud) > 6 else ''}): "
+                     "a disturbed device; compare calls none of them")
     return lines
