@@ -90,8 +90,9 @@ def tally(c, out: dict, key: str | None = None, by_op: dict | None = None) -> No
     for r in c.rows:
         if r.verdict in MEASURED:
             k = key or (r.floors or c.history).split("/", 1)[0]
-            e = out.setdefault(k, {"rows": 0, "called": 0, "unresolved": 0, "same": 0, "pick": 0})
+            e = out.setdefault(k, {"rows": 0, "called": 0, "unresolved": 0, "same": 0, "pick": 0, "noisy": 0})
             e["rows"] += 1
+            e["noisy"] += r.basis == "noisy"  # of the unresolved: a side's own samples past --max-noise
             e[{"faster": "called", "slower": "called"}.get(r.verdict.value, r.verdict.value)] += 1
             if by_op is not None and r.verdict in (Verdict.FASTER, Verdict.SLOWER):
                 by_op[f"{k} {r.op}"] = by_op.get(f"{k} {r.op}", 0) + 1
@@ -118,10 +119,13 @@ def power(c, out: dict) -> None:
         e["same"] += r.verdict == Verdict.SAME
 
 
-def evaluate(summaries, folds: int, seed: int, draws: list[list[int]] | None = None, eq_alpha: float = noise.EQ_ALPHA) -> dict:
+def evaluate(summaries, folds: int, seed: int, draws: list[list[int]] | None = None, eq_alpha: float = noise.EQ_ALPHA,
+             max_noise: float = noise.NOISY) -> dict:
     """``draws``: lists of indices into ``summaries``; runs are paired within one (default: all one).
     ``eq_alpha``: the equivalence test's level (compare's default; 0.01, the calls' own, is the rule
-    before 2026-12-07)."""
+    before 2026-12-07). ``max_noise``: the noisy rows' limit, in the fit and in compare alike (a large
+    value is the rule before 2026-12-07, which had none)."""
+    kw = {"eq_alpha": eq_alpha, "max_noise": max_noise}
     draws = draws or [list(range(len(summaries)))]
     combos = [(i, j) for d in draws for i, j in itertools.combinations(d, 2)]
     ops = sorted({o.op for s in summaries for o in s.ops})
@@ -135,14 +139,14 @@ def evaluate(summaries, folds: int, seed: int, draws: list[list[int]] | None = N
         tr = [restrict(s, train) for s in summaries]
         pairs = [(tr[i], tr[j], noise.history_of(tr[i].caliber.get("isolation"), tr[j].caliber.get("isolation")))
                  for i, j in combos]
-        table = noise.fit(pairs, name=f"fold {k}", match=".*", provenance={})
+        table = noise.fit(pairs, name=f"fold {k}", match=".*", provenance={}, max_noise=max_noise)
         te = [restrict(s, test_ops) for s in summaries]
         for a, b in ((te[i], te[j]) for i, j in combos):
             hist = noise.history_of(a.caliber.get("isolation"), b.caliber.get("isolation"))
-            tally(compare_summaries(a, b, table=table, check=None, eq_alpha=eq_alpha), rates, f"{hist} {a.name}->{b.name}")
-            tally(compare_summaries(a, b, table=table, eq_alpha=eq_alpha), rates, by_op=called)
+            tally(compare_summaries(a, b, table=table, check=None, **kw), rates, f"{hist} {a.name}->{b.name}")
+            tally(compare_summaries(a, b, table=table, **kw), rates, by_op=called)
             if hist in ("rerun", "worker"):
-                power(compare_summaries(a, injected(b), table=table, eq_alpha=eq_alpha), pw)
+                power(compare_summaries(a, injected(b), table=table, **kw), pw)
     return {"ops": len(ops), "folds": folds, "seed": seed, "rates": rates, "power": pw, "called_by_op": called}
 
 
@@ -155,6 +159,9 @@ def main(argv=None) -> int:
     ap.add_argument("--eq-alpha", type=float, default=noise.EQ_ALPHA, metavar="A",
                     help=f"the equivalence test's level: same needs the 1 - A interval inside the margin (default "
                          f"{noise.EQ_ALPHA:g}, compare's; 0.01 is the rule before 2026-12-07)")
+    ap.add_argument("--max-noise", type=float, default=noise.NOISY * 100, metavar="PCT",
+                    help=f"the noisy rows' limit, in the fit and in compare alike (default {noise.NOISY * 100:g}, "
+                         "compare's; 1e9 is the rule before 2026-12-07, which had none)")
     ap.add_argument("--by-op", type=int, default=0, metavar="N",
                     help="also print the N ops with the most rows called, by history (false calls: whose are they?)")
     ap.add_argument("--drop", default="", metavar="OP,OP",
@@ -183,13 +190,13 @@ def main(argv=None) -> int:
         summaries.append(s)
     starts = [sum(len(g) for g in groups[:k]) for k in range(len(groups))]
     draws = [list(range(st, st + len(g))) for st, g in zip(starts, groups)]
-    res = evaluate(summaries, a.folds, a.seed, draws, a.eq_alpha)
+    res = evaluate(summaries, a.folds, a.seed, draws, a.eq_alpha, a.max_noise / 100)
     res["draws"] = groups
     print(f"{res['ops']} ops, {res['folds']} folds by op (seed {res['seed']}); tables fitted out of fold")
     for key, e in sorted(res["rates"].items(), key=lambda kv: (" " in kv[0], kv[0])):
         n = e["rows"] or 1
         print(f"  {key:<28} rows {e['rows']:5d}  called {100 * e['called'] / n:5.2f}%  unresolved "
-              f"{100 * e['unresolved'] / n:5.2f}%  same {100 * e['same'] / n:5.2f}%  pick {e['pick']}")
+              f"{100 * e['unresolved'] / n:5.2f}% (noisy {e['noisy']})  same {100 * e['same'] / n:5.2f}%  pick {e['pick']}")
     for key, e in sorted(res["power"].items()):
         print(f"  power {key:<26} rows {e['rows']:5d}  slower {100 * e['slower'] / max(1, e['rows']):5.1f}%"
               f"  same (false) {100 * e['same'] / max(1, e['rows']):4.1f}%")

@@ -349,6 +349,13 @@ def test_h100_workers_that_record_their_picks_against_fresh_processes(h100, caps
     assert not {k for k in res["called_by_op"] if k.startswith("cross ")}
     worker_small = res["power"]["worker <10us x1.10"]
     assert worker_small["rows"] == 63 and worker_small["slower"] == 53  # 84 % (30 % before the noisy rule)
+    assert cross["noisy"] == 8  # normal_tensor_float's: the rest is the narrower cells' doing
+    # the rule before it (no limit, in the fit or in compare): those 8 rows called, a quarter unresolved
+    assert nm.main(args + ["--folds", "3", "--seed", "1", "--finished", "--max-noise", "1e9",
+                           "--json", str(tmp_path / "before.json")]) == 0
+    capsys.readouterr()
+    before = json.loads((tmp_path / "before.json").read_text())["rates"]["cross"]
+    assert (before["called"], before["pick"], before["noisy"]) == (8, 14, 0) and before["unresolved"] / before["rows"] > 0.2
     # without --finished, op3's cut cross_entropy_loss (no pick recorded) is judged as compare judges it
     assert nm.main(args + ["--folds", "3", "--seed", "1", "--json", str(tmp_path / "all.json")]) == 0
     assert "unfinished" not in capsys.readouterr().out

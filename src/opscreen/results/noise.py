@@ -334,7 +334,7 @@ def noisy(r: list, sides: Iterable[str] = ("lib", "torch"), limit: float = NOISY
 
 
 def fit(pairs: Iterable[tuple[Any, Any, str]], *, name: str, match: str, provenance: dict,
-        alpha: float = DEFAULT_ALPHA) -> FloorsTable:
+        alpha: float = DEFAULT_ALPHA, max_noise: float = NOISY) -> FloorsTable:
     """A table from pairs of summaries ``(A, B, history)`` of the same ops: every row
     measured in both with a positive speedup and library latency falls into its cell, except
     the rows of an op whose recorded autotune picks differ between A and B (:func:`op_picks`):
@@ -356,7 +356,7 @@ def fit(pairs: Iterable[tuple[Any, Any, str]], *, name: str, match: str, provena
             ra = rows_a.get(_key(rb))
             if ra is None or not _usable(rb) or rb[COL["op"]] in picked:
                 continue
-            if noisy(ra) or noisy(rb):
+            if noisy(ra, limit=max_noise) or noisy(rb, limit=max_noise):
                 noisy_out[rb[COL["op"]]] = noisy_out.get(rb[COL["op"]], 0) + 1
                 continue
             ga = timer_group(ra[COL["torch_timer"]], ra[COL["lib_timer"]])
