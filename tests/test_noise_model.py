@@ -264,22 +264,24 @@ def _named(root: Path, name: str):
 
 def test_the_shipped_h100_table_is_the_fit_of_its_calibrate_screens(h100):
     """The H100 table (assets/data/floors/nvidia-h100-80gb-hbm3.json) is what `opscreen calibrate`
-    fits from the screens of bench/results/2026-12-06-h100-calibrate-runs.tgz and the two fresh
+    fits from the screens of bench/results/2026-12-06-h100-calibrate-runs.tgz, the two fresh
     screens of 2026-12-07-h100-worker-aa-runs.tgz (seed 20261210; its worker screen is not fitted:
-    the worker recorded no autotune pick then, so two ops' pick flips would pass for noise), each
-    draw paired within itself; a draw the archive holds but the table does not name (20261209,
-    cut short: one screen of 8 ops and 2 of its second) is left for a later session to resume."""
+    the worker recorded no autotune pick then, so two ops' pick flips would pass for noise) and the
+    two worker screens of 2026-12-07-h100-worker-picks-runs.tgz (which record their picks; their
+    noisy rows are left out: bench/results/2026-12-07-noisy-rows.md), each draw paired within
+    itself; a draw the archive holds but the table does not name (20261209, cut short: one screen
+    of 8 ops and 2 of its second) is left for a later session to resume."""
     from opscreen.results import noise
 
     shipped = noise.find("NVIDIA H100 80GB HBM3")
     draws = shipped.provenance["draws"]
     assert [d["seed"] for d in draws] == [20261205, 20261206, 20261207, 20261208, 20261210]
     assert sorted(p.name for p in h100.iterdir()) == sorted([str(d["seed"]) for d in draws] + ["20261209"])
-    assert draws[-1]["runs"] == ["20261210/op", "20261210/op2"]
+    assert draws[-1]["runs"] == ["20261210/op", "20261210/op2", "20261210/wk2", "20261210/wk3"]
     pairs = []
     for d in draws:
-        a, b = (_named(h100, name) for name in d["runs"])
-        pairs.append((a, b, noise.history_of(a.caliber.get("isolation"), b.caliber.get("isolation"))))
+        for a, b in itertools.combinations([_named(h100, name) for name in d["runs"]], 2):
+            pairs.append((a, b, noise.history_of(a.caliber.get("isolation"), b.caliber.get("isolation"))))
     fitted = noise.fit(pairs, name="x", match=".*", provenance={})
 
     def cells(t):
@@ -295,7 +297,11 @@ def test_the_shipped_h100_table_is_the_fit_of_its_calibrate_screens(h100):
     assert [(c.ops, c.throttled) for c in shipped.cells if c.history == "rerun" and c.timer == "graph"] == [
         (28, False), (28, False), (2, True)]
     assert {op for op, pairs in shipped.provenance["pick_ops_left_out"].items()
-            if pairs == ["20261210/op->20261210/op2"]} == {"cross_entropy_loss", "moe_sum"}
+            if "20261210/op->20261210/op2" in pairs} == {"cross_entropy_loss", "moe_sum"}
+    # the workers' cells: 13 and 15 ops, the one noisy op among them (normal_tensor_float) left out
+    assert [(c.label(), c.ops) for c in shipped.cells if c.history == "worker" and c.timer == "graph"] == [
+        ("worker/graph/<10us", 13), ("worker/graph/>=10us", 15)]
+    assert shipped.provenance["noisy_rows_left_out"]["normal_tensor_float"] == 15
 
 
 def test_h100_worker_against_fresh_calls_only_ops_whose_autotune_picks_flip(h100):
