@@ -237,6 +237,7 @@ def test_a_row_whose_own_samples_spread_past_max_noise_is_never_called():
     assert (r.verdict, r.basis, r.side) == (Verdict.UNRESOLVED, "noisy", "lib")
     text = format_comparison(c)
     assert "noisy: 1 rows moved past their band" in text and "spread past 10%" in text
+    assert "or, basis noisy, a run's own samples spread past 10%" in text  # the unresolved table's title
     assert c.failing(5, "ignore") == [] and c.failing(5, "fail") == [r]
     # just under the limit: called as before; a wider limit lets the noisy row be called
     assert _one(quiet, dict(torch_ms=0.003, lib_ms=0.0209, lib_noise_pct=9.9))[0].verdict == Verdict.SLOWER

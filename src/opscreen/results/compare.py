@@ -1008,7 +1008,9 @@ def _unresolved_table(c: Comparison, top: int) -> list:
     if not un:
         return []
     title = (f"unresolved ({len(un)} rows: a change inside its band whose interval reaches past ±{c.margin * 100:g}%, "
-             f"or, basis baseline, torch's latency moved and the library's did not; {narrowing(c)}), widest band first"
+             f"or, basis baseline, torch's latency moved and the library's did not"
+             + (f", or, basis noisy, a run's own samples spread past {c.max_noise * 100:g}%" if any(r.basis == "noisy" for r in un) else "")
+             + f"; {narrowing(c)}), widest band first"
              + (f" ({top} shown, --top)" if len(un) > top else "") + ":")
     L = _rows_table(title, un[:top], c.metric == "speedup")
     thin = thin_cells(c, un)
