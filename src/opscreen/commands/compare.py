@@ -73,8 +73,8 @@ def add_arguments(p) -> None:
                    help="the equivalence margin: a row is 'same' only when its change's 90 %% interval lies within ±PCT "
                         f"(default {DEFAULT_MAX_BAND * 100:g}; --max-band is its older name)")
     p.add_argument("--max-noise", default=f"{DEFAULT_MAX_NOISE * 100:g}", metavar="PCT",
-                   help="a row whose own samples spread past PCT (rsd) in A or B is never called faster, slower or "
-                        f"pick: it is unresolved, basis noisy (default {DEFAULT_MAX_NOISE * 100:g})")
+                   help="a row whose own samples (graph or profiler timer) spread past PCT (rsd) in A or B is never "
+                        f"called faster, slower or pick: it is unresolved, basis noisy (default {DEFAULT_MAX_NOISE * 100:g})")
     p.add_argument("--fail-on", metavar="PCT",
                    help="exit 1 when a row is slower by at least PCT beyond its band, or broke (with --unresolved "
                         "fail, also when a row is unresolved or pick)")

@@ -40,9 +40,10 @@ docs/results.md has the rule with a row checked by hand):
 - "moved" is ``|d| > band`` and ``|d| >= min_change`` (:data:`DEFAULT_MIN_CHANGE`, the
   minimum practical change); a moved row of an op whose autotune picks differ between A
   and B is ``pick``, not faster/slower;
-- a row that would be called faster, slower or pick while its judged side's own samples spread
-  past ``max_noise`` in A or B (:data:`opscreen.results.noise.NOISY`, 10 %, ``--max-noise``) is
-  ``unresolved``, basis ``noisy``: that reading was disturbed, and its median says little;
+- a row that would be called faster, slower or pick while its judged side's own samples (a
+  device timer's: :data:`opscreen.results.noise.NOISY_TIMERS`) spread past ``max_noise`` in A
+  or B (:data:`opscreen.results.noise.NOISY`, 10 %, ``--max-noise``) is ``unresolved``, basis
+  ``noisy``: that reading was disturbed, and its median says little;
 - a row whose library both runs read as a graph replay of no kernel (under
   :data:`opscreen.results.summary.NO_KERNEL_MS` a call: a view) is ``same``, basis ``no-kernel``;
 - ``--fail-on`` fails on ``slower`` rows past its percent and ``broken`` rows, and on

@@ -75,7 +75,7 @@ from .summary import COL, no_kernel
 
 __all__ = [
     "FLOORS", "BIN_EDGES_MS", "DEFAULT_ALPHA", "EQ_ALPHA", "HISTORIES", "FALLBACK", "Cell", "FloorsTable", "t_critical", "timer_group",
-    "history_of", "row_history", "device_uuids", "fit", "NOISY", "noisy", "judging", "throttled_side", "op_picks", "load", "find", "conservative", "floors_dirs", "write",
+    "history_of", "row_history", "device_uuids", "fit", "NOISY", "NOISY_TIMERS", "noisy", "judging", "throttled_side", "op_picks", "load", "find", "conservative", "floors_dirs", "write",
 ]
 
 FLOORS = contracts.FLOORS
@@ -91,8 +91,8 @@ HISTORIES = ("rerun", "worker", "chip", "cross")
 #: worker reruns into rerun: the cross cells are the only ones that saw a worker's spread)
 FALLBACK = {"chip": "rerun", "worker": "cross"}
 #: A row whose own samples spread past this in either run (the library's or torch's rsd, a
-#: fraction, of a side that a device timer measured: :data:`NOISY_TIMERS`) is *noisy*: its reading was disturbed while it measured, so its median says little
-#: about the kernel. ``compare`` calls no such row faster, slower or pick (``unresolved``, basis
+#: fraction, of a side that a device timer measured: :data:`NOISY_TIMERS`) is *noisy*: its
+#: reading was disturbed while it measured, so its median says little about the kernel. ``compare`` calls no such row faster, slower or pick (``unresolved``, basis
 #: ``noisy``), and :func:`fit` leaves such rows out of a table, so that one disturbed op does not
 #: widen its cell for every other op. A graph replay's rsd is about 0.05 %; no row of the H200's
 #: 20 fitted screens passed 7.6 %, nor one of the first H100 host's 4.0 %, but one H100 host's
