@@ -367,3 +367,15 @@ def test_h100_workers_that_record_their_picks_against_fresh_processes(h100, caps
     assert "unfinished" not in capsys.readouterr().out
     called = json.loads((tmp_path / "all.json").read_text())["called_by_op"]
     assert called.get("cross cross_entropy_loss", 0) > 0
+
+
+def test_the_summary_names_the_ops_whose_readings_were_noisy(h100):
+    """bench/results/2026-12-07-noisy-rows.md: the second H100 host's warm worker (wk3) read 9 rows
+    of 5 ops at an rsd past 10 %; the summary names them, and a fresh screen of the draw has none."""
+    from opscreen.results.summary import format_summary, noisy_rows
+
+    wk3, op = _named(h100, "20261210/wk3"), _named(h100, "20261210/op")
+    assert noisy_rows(wk3) == {"normal_tensor_float": 3, "round": 2, "rrelu_with_noise_functional": 2,
+                               "dunder_ior_tensor": 1, "lerp_tensor": 1}
+    assert "noisy: 9 ok rows whose own samples spread past 10%" in format_summary(wk3)
+    assert noisy_rows(op) == {} and "noisy: " not in format_summary(op)  # its views (no kernel) do not count

@@ -71,7 +71,7 @@ from ..child.autotune import differing as _picks_differing
 from ..child.timed_value import timer_method
 from ..errors import UsageError
 from . import throttle as _throttle
-from .summary import COL, no_kernel
+from .summary import COL, NOISY, NOISY_TIMERS, no_kernel, noisy  # noqa: F401 (NOISY_TIMERS: part of this module's API)
 
 __all__ = [
     "FLOORS", "BIN_EDGES_MS", "DEFAULT_ALPHA", "EQ_ALPHA", "HISTORIES", "FALLBACK", "Cell", "FloorsTable", "t_critical", "timer_group",
@@ -90,21 +90,6 @@ HISTORIES = ("rerun", "worker", "chip", "cross")
 #: cells for chip rows (made on one GPU), its cross cells for worker rows (floors 1, which pooled
 #: worker reruns into rerun: the cross cells are the only ones that saw a worker's spread)
 FALLBACK = {"chip": "rerun", "worker": "cross"}
-#: A row whose own samples spread past this in either run (the library's or torch's rsd, a
-#: fraction, of a side that a device timer measured: :data:`NOISY_TIMERS`) is *noisy*: its
-#: reading was disturbed while it measured, so its median says little about the kernel. ``compare`` calls no such row faster, slower or pick (``unresolved``, basis
-#: ``noisy``), and :func:`fit` leaves such rows out of a table, so that one disturbed op does not
-#: widen its cell for every other op. A graph replay's rsd is about 0.05 %; no row of the H200's
-#: 20 fitted screens passed 7.6 %, nor one of the first H100 host's 4.0 %, but one H100 host's
-#: warm workers read 1-1.3 us kernels at 5-49 % (normal_tensor_float's medians 3.3-20.9 us where
-#: every other process read 3.0 us: bench/results/2026-12-07-h100-worker-picks.md). nvbench's
-#: compare prints each result's noise beside its verdict for the same reason.
-NOISY = 0.10
-#: The timers whose samples are steady enough for :data:`NOISY` to mean a disturbance: the device's
-#: own clock over a replay or a trace. The host-timed ``direct`` and ``wallclock`` rows vary by
-#: 10-100 % on a shared CPU and ~15 % on an H200 (graph-fallback) as a matter of course; their
-#: samples band (``k`` x that noise) already holds them, so the rule leaves them alone.
-NOISY_TIMERS = ("graph", "profiler")
 
 # Two-sided critical values of Student's t, t(nu, 1 - alpha/2), for alpha 0.10, 0.05, 0.01,
 # 0.001 (any statistics table, e.g. NIST/SEMATECH e-Handbook 1.3.6.7.2); between the listed
@@ -319,18 +304,6 @@ def _op_weighted_quantile(by_op: dict[str, list[float]], q: float) -> float:
         if acc >= need - 1e-9:
             return x
     return pts[-1][0]
-
-
-def noisy(r: list, sides: Iterable[str] = ("lib", "torch"), limit: float = NOISY) -> bool:
-    """Whether summary row ``r``'s own samples spread past ``limit`` on one of ``sides`` that a
-    device timer measured (:data:`NOISY_TIMERS`) as a kernel's (a replay of no kernel, a view,
-    reads its own overhead, 8-19 ns at 38-185 %: ``no_kernel``)."""
-    for side in sides:
-        v, timer = r[COL[f"{side}_noise_pct"]], r[COL[f"{side}_timer"]]
-        if (isinstance(v, (int, float)) and v / 100.0 > limit and timer_method(timer) in NOISY_TIMERS
-                and not no_kernel(r[COL[f"{side}_ms"]], timer)):  # a replay of no kernel is its own overhead's noise
-            return True
-    return False
 
 
 def fit(pairs: Iterable[tuple[Any, Any, str]], *, name: str, match: str, provenance: dict,

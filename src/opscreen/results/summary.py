@@ -284,6 +284,37 @@ def no_kernel(ms: Any, timer: Any) -> bool:
     return bool(timer) and timer_method(timer) == "graph" and isinstance(ms, (int, float)) and 0 < ms < NO_KERNEL_MS
 
 
+#: A row whose own samples spread past this in either run (the library's or torch's rsd, a
+#: fraction, of a side that a device timer measured: :data:`NOISY_TIMERS`) is *noisy*: its
+#: reading was disturbed while it measured, so its median says little about the kernel.
+#: ``compare`` calls no such row faster, slower or pick (``unresolved``, basis ``noisy``),
+#: ``noise.fit`` leaves such rows out of a floors table, so that one disturbed op does not widen
+#: its cell for every other op, and the summary's text names their ops. A graph replay's rsd is
+#: about 0.05 %; no row of the H200's 20 fitted screens passed 7.6 %, nor one of the first H100
+#: host's 4.0 %, but one H100 host's warm workers read 1-1.3 us kernels at 5-49 %
+#: (normal_tensor_float's medians 3.3-20.9 us where every other process read 3.0 us:
+#: bench/results/2026-12-07-h100-worker-picks.md). nvbench's compare prints each result's noise
+#: beside its verdict for the same reason.
+NOISY = 0.10
+#: The timers whose samples are steady enough for :data:`NOISY` to mean a disturbance: the device's
+#: own clock over a replay or a trace. The host-timed ``direct`` and ``wallclock`` rows vary by
+#: 10-100 % on a shared CPU and ~15 % on an H200 (graph-fallback) as a matter of course; their
+#: samples band (``k`` x that noise) already holds them, so the rule leaves them alone.
+NOISY_TIMERS = ("graph", "profiler")
+
+
+def noisy(r: list, sides: Iterable[str] = ("lib", "torch"), limit: float = NOISY) -> bool:
+    """Whether summary row ``r``'s own samples spread past ``limit`` on one of ``sides`` that a
+    device timer measured (:data:`NOISY_TIMERS`) as a kernel's (a replay of no kernel, a view,
+    reads its own overhead, 8-19 ns at 38-185 %: ``no_kernel``)."""
+    for side in sides:
+        v, timer = r[COL[f"{side}_noise_pct"]], r[COL[f"{side}_timer"]]
+        if (isinstance(v, (int, float)) and v / 100.0 > limit and timer_method(timer) in NOISY_TIMERS
+                and not no_kernel(r[COL[f"{side}_ms"]], timer)):  # a replay of no kernel is its own overhead's noise
+            return True
+    return False
+
+
 def lib_no_kernel(r: list) -> bool:
     """The summary row's library side timed no kernel (:func:`no_kernel`)."""
     return no_kernel(r[COL["lib_ms"]], r[COL["lib_timer"]])
@@ -1042,6 +1073,7 @@ def format_summary(s: Summary) -> str:
         if len(worst):
             lines.append(worst)
     lines += _unresolved_lines(s)
+    lines += _noisy_lines(s)
     lines += _autotune_lines(s)
     lines += fallback_lines(s)
     lines += telemetry_lines(s)
@@ -1145,6 +1177,26 @@ def _autotune_lines(s: Summary, n: int = 8) -> list:
     if len(flips) > n:
         L.append(f"  ... and {len(flips) - n} more (summary.json autotune_flips)")
     return L
+
+
+def noisy_rows(s: "Summary") -> dict[str, int]:
+    """op -> its ok rows whose own samples spread past :data:`NOISY` on a device timer (:func:`noisy`)."""
+    out: dict[str, int] = {}
+    for r in s.rows:
+        if r[COL["status"]] == "ok" and noisy(r):
+            out[r[COL["op"]]] = out.get(r[COL["op"]], 0) + 1
+    return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _noisy_lines(s: Summary, n: int = 8) -> list:
+    """The ops whose readings were disturbed: rows whose own samples spread past NOISY."""
+    by_op = noisy_rows(s)
+    if not by_op:
+        return []
+    ops = ", ".join(f"{op} {k}" for op, k in list(by_op.items())[:n]) + (f" and {len(by_op) - n} more" if len(by_op) > n else "")
+    return [f"noisy: {sum(by_op.values())} ok rows whose own samples spread past {NOISY * 100:g}% on the device's timer "
+            f"(a graph replay's is about 0.05%): the device was disturbed while they measured, and compare calls none "
+            f"of them; rerun those ops on an idle device ({ops})"]
 
 
 def _unresolved_lines(s: Summary) -> list:
