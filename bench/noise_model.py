@@ -53,7 +53,7 @@ from opscreen.commands.calibrate import draw_groups  # noqa: E402
 from opscreen.errors import UsageError  # noqa: E402
 from opscreen.results import noise  # noqa: E402
 from opscreen.results.compare import SMALL_KERNEL_MS, Verdict, compare_summaries  # noqa: E402
-from opscreen.results.summary import COL, UNFINISHED, load_or_build  # noqa: E402
+from opscreen.results.summary import COL, NOISY, UNFINISHED, load_or_build  # noqa: E402
 
 MEASURED = {Verdict.FASTER, Verdict.SLOWER, Verdict.SAME, Verdict.UNRESOLVED, Verdict.PICK}
 INJECT = ((SMALL_KERNEL_MS, 1.10), (math.inf, 1.05))  # (below this latency, ms: factor)
@@ -120,7 +120,7 @@ def power(c, out: dict) -> None:
 
 
 def evaluate(summaries, folds: int, seed: int, draws: list[list[int]] | None = None, eq_alpha: float = noise.EQ_ALPHA,
-             max_noise: float = noise.NOISY) -> dict:
+             max_noise: float = NOISY) -> dict:
     """``draws``: lists of indices into ``summaries``; runs are paired within one (default: all one).
     ``eq_alpha``: the equivalence test's level (compare's default; 0.01, the calls' own, is the rule
     before 2026-12-07). ``max_noise``: the noisy rows' limit, in the fit and in compare alike (a large
@@ -159,8 +159,8 @@ def main(argv=None) -> int:
     ap.add_argument("--eq-alpha", type=float, default=noise.EQ_ALPHA, metavar="A",
                     help=f"the equivalence test's level: same needs the 1 - A interval inside the margin (default "
                          f"{noise.EQ_ALPHA:g}, compare's; 0.01 is the rule before 2026-12-07)")
-    ap.add_argument("--max-noise", type=float, default=noise.NOISY * 100, metavar="PCT",
-                    help=f"the noisy rows' limit, in the fit and in compare alike (default {noise.NOISY * 100:g}, "
+    ap.add_argument("--max-noise", type=float, default=NOISY * 100, metavar="PCT",
+                    help=f"the noisy rows' limit, in the fit and in compare alike (default {NOISY * 100:g}, "
                          "compare's; 1e9 is the rule before 2026-12-07, which had none)")
     ap.add_argument("--by-op", type=int, default=0, metavar="N",
                     help="also print the N ops with the most rows called, by history (false calls: whose are they?)")

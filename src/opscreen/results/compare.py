@@ -41,8 +41,8 @@ docs/results.md has the rule with a row checked by hand):
   minimum practical change); a moved row of an op whose autotune picks differ between A
   and B is ``pick``, not faster/slower;
 - a row that would be called faster, slower or pick while its judged side's own samples (a
-  device timer's: :data:`opscreen.results.noise.NOISY_TIMERS`) spread past ``max_noise`` in A
-  or B (:data:`opscreen.results.noise.NOISY`, 10 %, ``--max-noise``) is ``unresolved``, basis
+  device timer's: :data:`opscreen.results.summary.NOISY_TIMERS`) spread past ``max_noise`` in A
+  or B (:data:`opscreen.results.summary.NOISY`, 10 %, ``--max-noise``) is ``unresolved``, basis
   ``noisy``: that reading was disturbed, and its median says little;
 - a row whose library both runs read as a graph replay of no kernel (under
   :data:`opscreen.results.summary.NO_KERNEL_MS` a call: a view) is ``same``, basis ``no-kernel``;
@@ -68,7 +68,7 @@ from . import noise as _noise
 from . import throttle as _throttle
 from ._io import csv_text
 from ..tables import table, to_text
-from .summary import COL, DEFAULT_MAX_BAND, NOISE_K, UNFINISHED, Summary, lib_no_kernel, noise as _side_noise
+from .summary import COL, DEFAULT_MAX_BAND, NOISE_K, NOISY, UNFINISHED, Summary, lib_no_kernel, noisy, noise as _side_noise
 
 __all__ = [
     "MUST_MATCH",
@@ -105,7 +105,7 @@ DEFAULT_MIN_CHANGE = 0.01
 #: lies within ± this (``--margin``; ``--max-band`` is its older name)
 DEFAULT_MARGIN = DEFAULT_MAX_BAND
 DEFAULT_ALPHA = _noise.DEFAULT_ALPHA
-DEFAULT_MAX_NOISE = _noise.NOISY
+DEFAULT_MAX_NOISE = NOISY
 # the sample-range estimator's divisor d2(N): E[range of N normal values] / sigma (SPC tables)
 _D2 = {2: 1.128, 3: 1.693, 4: 2.059, 5: 2.326, 6: 2.534, 7: 2.704, 8: 2.847, 9: 2.970, 10: 3.078}
 #: A graph row whose faster side (in A) is under this is a small kernel: two processes of
@@ -613,7 +613,7 @@ def _judge_sides(cr: CompareRow, ra: list, rb: list, lr: float, ctx: dict) -> No
 def _too_noisy(ra: list, rb: list, side: str | None, limit: float) -> bool:
     """Whether the judged side (``lib``, ``torch``; the speedup: both) spread past ``limit`` in A or B."""
     sides = ("lib", "torch") if side == "speedup" else (side or "lib",)
-    return _noise.noisy(ra, sides, limit) or _noise.noisy(rb, sides, limit)
+    return noisy(ra, sides, limit) or noisy(rb, sides, limit)
 
 
 def _lib_idle(ra: list, rb: list) -> bool:

@@ -71,11 +71,11 @@ from ..child.autotune import differing as _picks_differing
 from ..child.timed_value import timer_method
 from ..errors import UsageError
 from . import throttle as _throttle
-from .summary import COL, NOISY, NOISY_TIMERS, no_kernel, noisy  # noqa: F401 (NOISY_TIMERS: part of this module's API)
+from .summary import COL, NOISY, no_kernel, noisy
 
 __all__ = [
     "FLOORS", "BIN_EDGES_MS", "DEFAULT_ALPHA", "EQ_ALPHA", "HISTORIES", "FALLBACK", "Cell", "FloorsTable", "t_critical", "timer_group",
-    "history_of", "row_history", "device_uuids", "fit", "NOISY", "NOISY_TIMERS", "noisy", "judging", "throttled_side", "op_picks", "load", "find", "conservative", "floors_dirs", "write",
+    "history_of", "row_history", "device_uuids", "fit", "judging", "throttled_side", "op_picks", "load", "find", "conservative", "floors_dirs", "write",
 ]
 
 FLOORS = contracts.FLOORS
