@@ -283,23 +283,24 @@ def pytest_sessionstart(session):
     _IDENT.update(build(cfg))
     _IDENT["library_version"] = _module_version(cfg.get("library") or "flag_gems")
     write(_IDENT, cfg["identity_path"])
-    _autotune.on_change(save_picks)
+    path = cfg["identity_path"]
+    _autotune.on_change(lambda: save_picks(path))
 
 
-def save_picks() -> None:
+def save_picks(path: str) -> None:
     """Write the identity when the op's autotune picks changed since the last write: an op
     killed before its session finished (a timeout, Ctrl-C, a screen's budget) keeps the picks
     of the rows its record log holds (:func:`opscreen.child.autotune.checkpoint`). Without them
     ``compare`` could not tell those rows' config from the other side's and called a flipped
     pick slower (an H100 screen cut by its call's time limit on 2026-12-07:
-    ``cross_entropy_loss``, 3 rows)."""
-    cfg = _config.load()
-    if not cfg or not _IDENT or not cfg.get("identity_path"):
+    ``cross_entropy_loss``, 3 rows). ``path``: the identity's, from the configuration the session
+    started with (called after each measured case, so it does not read that file again)."""
+    if not _IDENT:
         return
     rec = _autotune.picks()
     if rec.get("kernels") and rec != _IDENT.get("autotune"):
         _IDENT["autotune"] = rec
-        write(_IDENT, cfg["identity_path"])
+        write(_IDENT, path)
 
 
 @pytest.hookimpl(trylast=True)
