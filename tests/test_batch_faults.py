@@ -332,6 +332,15 @@ def test_unknown_ops_are_reported_at_once_and_nothing_runs(faults):
     assert faults.runs("ok_a") == 0
 
 
+def test_many_unknown_ops_name_the_first_five_and_count_the_rest(faults):
+    out = faults.tmp / "run"
+    res = faults.run(out, "--ops", ",".join(["ok_a"] + [f"no_such_op_{i}" for i in range(8)]))
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
+    assert "8 of 9 ops cannot be run" in res.stderr and "; and 3 more" in res.stderr
+    assert res.stderr.count("no_such_op_") == 5
+    assert not (out / "ops").exists()
+
+
 def test_ops_file_comments_and_blank_lines(faults):
     out = faults.tmp / "run"
     f = faults.tmp / "ops.txt"

@@ -160,3 +160,13 @@ def test_on_a_terminal_tables_fit_its_width_and_colour_unless_no_color():
     quiet = _on_a_terminal(["shapes", "check"], {"NO_COLOR": "1"})
     assert not re.search(r"\x1b\[[0-9;]*(3[0-9]|38;[0-9;]+)m", quiet)
     assert ESC.sub("", quiet) == plain
+
+
+def test_a_capped_list_names_its_first_items_and_counts_the_rest():
+    from opscreen.tables import first
+    assert first([], 3) == ""
+    assert first(["a", "b"], 3) == "a, b"
+    assert first(["a", "b", "c"], 3) == "a, b, c"
+    assert first(iter(["a", "b", "c", "d", "e"]), 2) == "a, b, and 3 more"
+    assert first([1, 2, 3], 1, "; ") == "1; and 2 more"
+

@@ -24,6 +24,14 @@ from rich.text import Text
 PLAIN_WIDTH = 100_000
 
 
+def first(items: Iterable[object], n: int, sep: str = ", ") -> str:
+    """The first ``n`` of ``items`` joined by ``sep``, then how many more: ``a, b, and 3 more``.
+
+    The one phrasing of every capped list that opscreen prints on a line."""
+    items = [str(i) for i in items]
+    return sep.join(items[:n]) + (f"{sep}and {len(items) - n} more" if len(items) > n else "")
+
+
 def table(*columns: str, indent: int = 2) -> "Block":
     """A table whose columns are ``columns``; a name ending in ``>`` is right-aligned
     (the ``>`` is not shown)."""

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from ..errors import UsageError, read_input
+from ..tables import first
 
 
 def read_ops_file(path: str) -> list[str]:
@@ -39,8 +40,7 @@ def resolve_targets(suite, ops: list[str]) -> dict:
         except UsageError as exc:
             errors.append(str(exc))
     if errors:  # one line: the first few, then how many more
-        first = "; ".join(errors[:5]) + (f"; and {len(errors) - 5} more" if len(errors) > 5 else "")
-        raise UsageError(f"{len(errors)} of {len(ops)} ops cannot be run, nothing was started: {first} "
+        raise UsageError(f"{len(errors)} of {len(ops)} ops cannot be run, nothing was started: {first(errors, 5, '; ')} "
                          "(opscreen inventory lists the suite's ops)")
     return targets
 

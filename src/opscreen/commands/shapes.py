@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from ..errors import UsageError, check_given, shown
-from ..tables import emit, table
+from ..tables import emit, first, table
 
 NAME = "shapes"
 HELP = "check a curated shape file against a suite and show what each op gets"
@@ -36,8 +36,7 @@ def _fmt_shapes(shapes, limit: int = 6) -> str:
     if not isinstance(shapes, list):
         return "DEFAULT_SHAPES"
     parts = ["x".join(str(d) for d in s) if isinstance(s, list) and all(isinstance(d, int) for d in s) else str(s) for s in shapes]
-    more = f" (+{len(parts) - limit} more)" if len(parts) > limit else ""
-    return "  ".join(parts[:limit]) + more
+    return first(parts, limit, "  ")
 
 
 def _rows(rows, ops: list[str]):

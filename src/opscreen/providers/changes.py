@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UsageError, shown
+from ..tables import first
 from .libgraph import REGISTRY_NAMES, Deps, Graph, bound_names, parse_module, registry_entries
 
 BENCH_DIR = "benchmark"
@@ -491,9 +492,7 @@ def select(suite, rev: str, ops: list[str] | None = None) -> Selection:
 
 
 def _names(items, limit: int = LIST_LIMIT) -> str:
-    items = list(items)
-    head = ", ".join(str(i) for i in items[:limit])
-    return head + (f" (+{len(items) - limit} more)" if len(items) > limit else "")
+    return first(items, limit)
 
 
 def _what(c: Change) -> str:

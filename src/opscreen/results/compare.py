@@ -67,7 +67,7 @@ from ..fsio import atomic_write_text
 from . import noise as _noise
 from . import throttle as _throttle
 from ._io import csv_text
-from ..tables import table, to_text
+from ..tables import first, table, to_text
 from .summary import COL, DEFAULT_MAX_BAND, NOISE_K, NOISY, UNFINISHED, Summary, lib_no_kernel, noisy, noise as _side_noise
 
 __all__ = [
@@ -478,8 +478,7 @@ def _pick_text(diffs: list[dict] | None, n: int = 2) -> str | None:
     """``kernel key: A cfg | B cfg; ...`` for the first ``n`` winners A and B chose differently."""
     if not diffs:
         return None
-    items = [f"{d['kernel'].rsplit('.', 1)[-1]} {d['key']}: A {d['a']} | B {d['b']}" for d in diffs[:n]]
-    return "; ".join(items) + (f"; and {len(diffs) - n} more" if len(diffs) > n else "")
+    return first((f"{d['kernel'].rsplit('.', 1)[-1]} {d['key']}: A {d['a']} | B {d['b']}" for d in diffs), n, "; ")
 
 
 def _repeats(r: list) -> int:
@@ -754,8 +753,7 @@ def _chg(v: float | None) -> str:
 
 def _moved_list(moved: dict[str, tuple[str, str]], n: int = 8) -> str:
     """``op A -> B, ...`` for the first ``n`` moved ops, then how many more."""
-    items = [f"{op} {x} -> {y}" for op, (x, y) in list(moved.items())[:n]]
-    return ", ".join(items) + (f", and {len(moved) - n} more" if len(moved) > n else "")
+    return first((f"{op} {x} -> {y}" for op, (x, y) in moved.items()), n)
 
 
 def _short_shape(s: str, n: int = 48) -> str:
@@ -926,8 +924,7 @@ def _verdict_lines(c: Comparison) -> list:
         n = sum(1 for r in c.rows if r.basis == "noisy")
         L.append(f"noisy: {n} rows moved past their band, but a run's own samples of them spread past "
                  f"{c.max_noise * 100:g}% (rsd; a graph replay's is about 0.05%): the reading was disturbed, so they "
-                 f"are unresolved, not called; rerun those ops on an idle device ({', '.join(noisy[:6])}"
-                 + (f" and {len(noisy) - 6} more" if len(noisy) > 6 else "") + ")")
+                 f"are unresolved, not called; rerun those ops on an idle device ({first(noisy, 6)})")
     small, called = c.small_kernel_calls()
     if small:
         L.append(f"small kernels: {small} of the {called} rows called faster or slower are graph rows under "

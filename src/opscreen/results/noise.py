@@ -71,6 +71,7 @@ from ..child.autotune import differing as _picks_differing
 from ..child.timed_value import timer_method
 from ..errors import UsageError
 from . import throttle as _throttle
+from ..tables import first
 from .summary import COL, NOISY, no_kernel, noisy
 
 __all__ = [
@@ -513,9 +514,9 @@ def format_table(table: FloorsTable) -> list[str]:
     picked, loud = (table.provenance or {}).get("pick_ops_left_out"), (table.provenance or {}).get("noisy_rows_left_out")
     if picked:
         lines.append(f"  left out: the rows of {len(picked)} op(s) whose autotune picks differed in a pair "
-                     f"({', '.join(sorted(picked)[:6])}{' ...' if len(picked) > 6 else ''}): compare names their moves pick")
+                     f"({first(sorted(picked), 6)}): compare names their moves pick")
     if loud:
         lines.append(f"  left out: {sum(loud.values())} noisy row(s) of {len(loud)} op(s), their own samples past "
-                     f"{NOISY * 100:g}% ({', '.join(sorted(loud)[:6])}{' ...' if len(loud) > 6 else ''}): "
+                     f"{NOISY * 100:g}% ({first(sorted(loud), 6)}): "
                      "a disturbed device; compare calls none of them")
     return lines

@@ -34,7 +34,7 @@ from ..fsio import atomic_write_text
 from ._io import csv_text
 from .records import REPEAT_DIR
 from ..child.timed_value import TIMER_PARTS, TIMER_PROFILER, fallback_phase, timer_method
-from ..tables import table, to_text
+from ..tables import first, table, to_text
 from . import throttle as _throttle
 from .parse import CaseRow, ParsedLog, merge_rows, parse_record_json, parse_record_log, parse_run_log
 
@@ -789,8 +789,8 @@ def format_time_stats(t: dict) -> list:
         pct = (lambda v: f"{100 * v / tm['measurement_s']:.0f} %")
         told = sum(tm[p] for p in TIMER_PARTS)
         host = f", the profiler's host latency {tm['host_s']:.1f} s" if tm["host_s"] > 0 else ""
-        first = f"first calls {tm['first_s']:.1f} s (compile, autotune, load), " if tm["first_s"] > 0 else ""
-        parts = (f": {first}warm-up {tm['warmup_s']:.1f} s, graph capture {tm['capture_s']:.1f} s, samples "
+        first_calls = f"first calls {tm['first_s']:.1f} s (compile, autotune, load), " if tm["first_s"] > 0 else ""
+        parts = (f": {first_calls}warm-up {tm['warmup_s']:.1f} s, graph capture {tm['capture_s']:.1f} s, samples "
                  f"{tm['samples_s']:.1f} s{host}, other {tm['other_s']:.1f} s" if told > 0 else "")
         lines.append(f"of the measurement ({tm['ops']} ops, {tm['measurement_s']:.1f} s): opscreen's timers "
                      f"{tm['timer_s']:.1f} s ({pct(tm['timer_s'])}; {int(tm['measurements'])} measurements{parts}), "
@@ -1193,7 +1193,7 @@ def _noisy_lines(s: Summary, n: int = 8) -> list:
     by_op = noisy_rows(s)
     if not by_op:
         return []
-    ops = ", ".join(f"{op} {k}" for op, k in list(by_op.items())[:n]) + (f" and {len(by_op) - n} more" if len(by_op) > n else "")
+    ops = first((f"{op} {k}" for op, k in by_op.items()), n)
     return [f"noisy: {sum(by_op.values())} ok rows whose own samples spread past {NOISY * 100:g}% on the device's timer "
             f"(a graph replay's is about 0.05%): the device was disturbed while they measured, and compare calls none "
             f"of them; rerun those ops on an idle device ({ops})"]
