@@ -52,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 from opscreen.commands.calibrate import draw_groups  # noqa: E402
 from opscreen.errors import UsageError  # noqa: E402
 from opscreen.results import noise  # noqa: E402
-from opscreen.results.compare import SMALL_KERNEL_MS, Verdict, compare_summaries  # noqa: E402
+from opscreen.results.compare import DEFAULT_MIN_CHANGE, SMALL_KERNEL_MS, Verdict, compare_summaries  # noqa: E402
 from opscreen.results.summary import COL, NOISY, UNFINISHED, load_or_build  # noqa: E402
 
 MEASURED = {Verdict.FASTER, Verdict.SLOWER, Verdict.SAME, Verdict.UNRESOLVED, Verdict.PICK}
@@ -120,12 +120,13 @@ def power(c, out: dict) -> None:
 
 
 def evaluate(summaries, folds: int, seed: int, draws: list[list[int]] | None = None, eq_alpha: float = noise.EQ_ALPHA,
-             max_noise: float = NOISY) -> dict:
+             max_noise: float = NOISY, min_change: float = DEFAULT_MIN_CHANGE) -> dict:
     """``draws``: lists of indices into ``summaries``; runs are paired within one (default: all one).
     ``eq_alpha``: the equivalence test's level (compare's default; 0.01, the calls' own, is the rule
     before 2026-12-07). ``max_noise``: the noisy rows' limit, in the fit and in compare alike (a large
-    value is the rule before 2026-12-07, which had none)."""
-    kw = {"eq_alpha": eq_alpha, "max_noise": max_noise}
+    value is the rule before 2026-12-07, which had none). ``min_change``: the smallest change
+    compare calls (its ``--min-change``)."""
+    kw = {"eq_alpha": eq_alpha, "max_noise": max_noise, "min_change": min_change}
     draws = draws or [list(range(len(summaries)))]
     combos = [(i, j) for d in draws for i, j in itertools.combinations(d, 2)]
     ops = sorted({o.op for s in summaries for o in s.ops})
@@ -162,6 +163,8 @@ def main(argv=None) -> int:
     ap.add_argument("--max-noise", type=float, default=NOISY * 100, metavar="PCT",
                     help=f"the noisy rows' limit, in the fit and in compare alike (default {NOISY * 100:g}, "
                          "compare's; 1e9 is the rule before 2026-12-07, which had none)")
+    ap.add_argument("--min-change", type=float, default=DEFAULT_MIN_CHANGE * 100, metavar="PCT",
+                    help="the smallest change compare calls faster or slower (default %(default)g, compare's)")
     ap.add_argument("--by-op", type=int, default=0, metavar="N",
                     help="also print the N ops with the most rows called, by history (false calls: whose are they?)")
     ap.add_argument("--drop", default="", metavar="OP,OP",
@@ -190,7 +193,7 @@ def main(argv=None) -> int:
         summaries.append(s)
     starts = [sum(len(g) for g in groups[:k]) for k in range(len(groups))]
     draws = [list(range(st, st + len(g))) for st, g in zip(starts, groups)]
-    res = evaluate(summaries, a.folds, a.seed, draws, a.eq_alpha, a.max_noise / 100)
+    res = evaluate(summaries, a.folds, a.seed, draws, a.eq_alpha, a.max_noise / 100, a.min_change / 100)
     res["draws"] = groups
     print(f"{res['ops']} ops, {res['folds']} folds by op (seed {res['seed']}); tables fitted out of fold")
     for key, e in sorted(res["rates"].items(), key=lambda kv: (" " in kv[0], kv[0])):
