@@ -412,3 +412,26 @@ def test_the_summary_names_the_ops_whose_readings_were_noisy(h100):
                                "dunder_ior_tensor": 1, "lerp_tensor": 1}
     assert "noisy: 9 ok rows whose own samples spread past 10%" in format_summary(wk3)
     assert noisy_rows(op) == {} and "noisy: " not in format_summary(op)  # its views (no kernel) do not count
+
+
+def test_h100_worker_against_fresh_on_one_host(h100, capsys, tmp_path):
+    """bench/results/2026-12-08-h100-one-host.md: seed 20261211's 16 random ops in fresh processes,
+    a warm worker and fresh again (8 ops) on one host, judged out of sample with the other five
+    draws (three folds, seed 2). Worker against fresh calls 1 of 551 rows; the fresh rerun of the
+    same ops calls 7 rows, all `scatter_reduce_two_` (atomics), and fresh reruns stay within 1 %."""
+    nm = load_bench("noise_model")
+    args = [f"{h100}/{s}/op-1,{h100}/{s}/op-2" for s in (20261205, 20261206, 20261207, 20261208)]
+    args.append(",".join(f"{h100}/20261210/{m}" for m in ("op", "op2", "wk2", "wk3", "op3")))
+    args.append(",".join(f"{h100}/20261211/{m}" for m in ("op", "op2", "wk")))
+    assert nm.main(args + ["--folds", "3", "--seed", "2", "--finished", "--by-op", "8",
+                           "--json", str(tmp_path / "f.json")]) == 0
+    capsys.readouterr()
+    res = json.loads((tmp_path / "f.json").read_text())
+    rates = res["rates"]
+    one_host = [v for k, v in rates.items() if k.startswith("cross ") and "20261211/" in k]
+    assert sum(v["rows"] for v in one_host) == 551 and sum(v["called"] for v in one_host) == 1
+    fresh = next(v for k, v in rates.items() if k.startswith("rerun ") and "20261211/" in k)
+    assert (fresh["rows"], fresh["called"]) == (210, 7)
+    assert res["called_by_op"]["rerun scatter_reduce_two_"] == 7
+    assert rates["rerun"]["called"] / rates["rerun"]["rows"] <= 0.01
+    assert res["power"]["rerun >=10us x1.05"]["slower"] / res["power"]["rerun >=10us x1.05"]["rows"] >= 0.99
