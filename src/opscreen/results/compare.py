@@ -919,12 +919,11 @@ def _verdict_lines(c: Comparison) -> list:
     if basis:
         L.append("bands set by: " + ", ".join(f"{k} {v}" for k, v in sorted(basis.items(), key=lambda kv: -kv[1])))
     L += _throttled_lines(c)
-    noisy = sorted({r.op for r in c.rows if r.basis == "noisy"})
-    if noisy:
-        n = sum(1 for r in c.rows if r.basis == "noisy")
-        L.append(f"noisy: {n} rows moved past their band, but a run's own samples of them spread past "
+    if basis.get("noisy"):
+        noisy_ops = sorted({r.op for r in c.rows if r.basis == "noisy"})
+        L.append(f"noisy: {basis['noisy']} rows moved past their band, but a run's own samples of them spread past "
                  f"{c.max_noise * 100:g}% (rsd; a graph replay's is about 0.05%): the reading was disturbed, so they "
-                 f"are unresolved, not called; rerun those ops on an idle device ({first(noisy, 6)})")
+                 f"are unresolved, not called; rerun those ops on an idle device ({first(noisy_ops, 6)})")
     small, called = c.small_kernel_calls()
     if small:
         L.append(f"small kernels: {small} of the {called} rows called faster or slower are graph rows under "
