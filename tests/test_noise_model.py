@@ -232,8 +232,7 @@ def test_a_larger_minimum_change_trades_false_calls_for_false_same(draws, h100, 
     for key in ("rerun >=10us x1.05", "worker >=10us x1.05"):
         e = at[3]["power"][key]
         assert e["slower"] / e["rows"] >= 0.95, key
-    args = [f"{h100}/{s}/op-1,{h100}/{s}/op-2" for s in (20261205, 20261206, 20261207, 20261208)]
-    args.append(",".join(f"{h100}/20261210/{m}" for m in ("op", "op2", "wk2", "wk3", "op3")))
+    args = _h100_draws(h100)
     same = {}
     for mc in (1, 3):
         out = tmp_path / f"{mc}.json"
@@ -277,6 +276,16 @@ def h100(tmp_path_factory):
         with tarfile.open(RESULTS / name) as tf:
             tf.extractall(root, filter=lambda m, p: None if m.issym() or m.islnk() else tarfile.data_filter(m, p))
     return root
+
+
+def _h100_draws(root: Path, one_host: bool = False) -> list[str]:
+    """noise_model's arguments for the H100's draws, one comma group each: four of two fresh
+    screens, seed 20261210's five screens and, with ``one_host``, seed 20261211's three."""
+    args = [f"{root}/{s}/op-1,{root}/{s}/op-2" for s in (20261205, 20261206, 20261207, 20261208)]
+    args.append(",".join(f"{root}/20261210/{m}" for m in ("op", "op2", "wk2", "wk3", "op3")))
+    if one_host:
+        args.append(",".join(f"{root}/20261211/{m}" for m in ("op", "op2", "wk")))
+    return args
 
 
 def _named(root: Path, name: str):
@@ -374,8 +383,7 @@ def test_h100_workers_that_record_their_picks_against_fresh_processes(h100, caps
     (until 2026-12-07 its 8 rows were called, 0.50 %, and its noise widened every worker and cross
     cell under 10 us: a quarter of the worker-against-fresh rows stayed unresolved, now 11.5 %)."""
     nm = load_bench("noise_model")
-    args = [f"{h100}/{s}/op-1,{h100}/{s}/op-2" for s in (20261205, 20261206, 20261207, 20261208)]
-    args.append(",".join(f"{h100}/20261210/{m}" for m in ("op", "op2", "wk2", "wk3", "op3")))
+    args = _h100_draws(h100)
     assert nm.main(args + ["--folds", "3", "--seed", "1", "--finished", "--by-op", "5",
                            "--json", str(tmp_path / "f.json")]) == 0
     out = capsys.readouterr().out
@@ -420,9 +428,7 @@ def test_h100_worker_against_fresh_on_one_host(h100, capsys, tmp_path):
     draws (three folds, seed 2). Worker against fresh calls 1 of 551 rows; the fresh rerun of the
     same ops calls 7 rows, all `scatter_reduce_two_` (atomics), and fresh reruns stay within 1 %."""
     nm = load_bench("noise_model")
-    args = [f"{h100}/{s}/op-1,{h100}/{s}/op-2" for s in (20261205, 20261206, 20261207, 20261208)]
-    args.append(",".join(f"{h100}/20261210/{m}" for m in ("op", "op2", "wk2", "wk3", "op3")))
-    args.append(",".join(f"{h100}/20261211/{m}" for m in ("op", "op2", "wk")))
+    args = _h100_draws(h100, one_host=True)
     assert nm.main(args + ["--folds", "3", "--seed", "2", "--finished", "--by-op", "8",
                            "--json", str(tmp_path / "f.json")]) == 0
     capsys.readouterr()
